@@ -1,0 +1,416 @@
+// Proves the ledger's invariants over random command sequences: double entry holds per asset (pending and posted apart), no constrained account is ever overdrawn, a payment charges exactly amount + fee, and deciding and replaying are deterministic.
+
+import { Result } from "effect"
+import fc from "fast-check"
+import { describe, expect, it } from "vitest"
+import {
+  type AccountKind,
+  type AssetRecord,
+  checkDoubleEntry,
+  decide,
+  decideAndEvolve,
+  evolveAll,
+  initialState,
+  type LedgerCommand,
+  type LedgerEvent,
+  type LedgerState,
+  paymentCharge,
+  paymentFee,
+  paymentTransfers,
+  type TransferSpec,
+} from "../../domain/ledger/index.ts"
+import { U128_MAX } from "../../domain/money/index.ts"
+
+const t0 = Date.UTC(2025, 0, 1)
+const ethereum: AssetRecord = { code: "USDC@ethereum", symbol: "USDC", chain: "ethereum", decimals: 6 }
+const solana: AssetRecord = { code: "USDC@solana", symbol: "USDC", chain: "solana", decimals: 6 }
+
+type Limit = "no_overdraft" | "no_overcredit" | "none"
+
+interface AccountPlan {
+  readonly id: string
+  readonly asset: AssetRecord
+  readonly kind: AccountKind
+  readonly limit: Limit
+}
+
+const plans: ReadonlyArray<AccountPlan> = [
+  { id: "e-world", asset: ethereum, kind: "world", limit: "none" },
+  { id: "e-w1", asset: ethereum, kind: "wallet", limit: "no_overdraft" },
+  { id: "e-w2", asset: ethereum, kind: "wallet", limit: "no_overdraft" },
+  { id: "e-w3", asset: ethereum, kind: "wallet", limit: "no_overdraft" },
+  { id: "e-fee", asset: ethereum, kind: "fee_revenue", limit: "no_overdraft" },
+  { id: "e-clear", asset: ethereum, kind: "clearing", limit: "no_overcredit" },
+  { id: "s-world", asset: solana, kind: "world", limit: "none" },
+  { id: "s-w1", asset: solana, kind: "wallet", limit: "no_overdraft" },
+  { id: "s-clear", asset: solana, kind: "clearing", limit: "no_overcredit" },
+]
+
+function openCommand(plan: AccountPlan, now_ms: number, limit: Limit = plan.limit): LedgerCommand {
+  return {
+    type: "OpenAccount",
+    account_id: plan.id,
+    asset: plan.asset,
+    kind: plan.kind,
+    flags: {
+      debits_must_not_exceed_credits: limit === "no_overdraft",
+      credits_must_not_exceed_debits: limit === "no_overcredit",
+    },
+    code: 1,
+    user_data: null,
+    now_ms,
+  }
+}
+
+// Small id pools make retries, id clashes and posts of real reservations common.
+const transferId = fc.constantFrom(...Array.from({ length: 12 }, (_, i) => `t${i}`))
+/** Ids for posts and voids: their own pool, sometimes clashing with a transfer's. */
+const settlementId = fc.oneof(
+  { weight: 6, arbitrary: fc.constantFrom(...Array.from({ length: 10 }, (_, i) => `s${i}`)) },
+  { weight: 1, arbitrary: transferId },
+)
+const accountId = fc.constantFrom(...plans.map((plan) => plan.id), "ghost")
+const sameAssetIds = [ethereum, solana].map((asset) =>
+  plans.filter((plan) => plan.asset === asset).map((plan) => plan.id),
+)
+/** Mostly two accounts of one asset (so transfers can succeed), sometimes any two ids at all. */
+const accountPair = fc.oneof(
+  {
+    weight: 8,
+    arbitrary: fc
+      .constantFrom(...sameAssetIds)
+      .chain((ids) => fc.tuple(fc.constantFrom(...ids), fc.constantFrom(...ids))),
+  },
+  { weight: 1, arbitrary: fc.tuple(accountId, accountId) },
+)
+const amount = fc.oneof(
+  { weight: 12, arbitrary: fc.bigInt({ min: 1n, max: 600n }) },
+  { weight: 1, arbitrary: fc.constant(0n) },
+  { weight: 1, arbitrary: fc.bigInt({ min: U128_MAX - 10n, max: U128_MAX + 1n }) },
+)
+const pending = fc.option(fc.record({ timeout_ms: fc.constantFrom(0, 1, 50, 400, 5_000) }), {
+  nil: undefined,
+  freq: 2,
+})
+
+const transferSpec: fc.Arbitrary<TransferSpec> = fc
+  .record({
+    transfer_id: transferId,
+    accounts: accountPair,
+    amount,
+    pending,
+  })
+  .map(({ pending: reserve, accounts: [debit_account_id, credit_account_id], ...fields }) => ({
+    ...fields,
+    debit_account_id,
+    credit_account_id,
+    code: 1,
+    user_data: null,
+    ...(reserve === undefined ? {} : { pending: reserve }),
+  }))
+
+/** A command without its time; the sequence gives times, sometimes earlier than the last. */
+type Step = (now_ms: number) => LedgerCommand
+
+const step: fc.Arbitrary<Step> = fc.oneof(
+  {
+    weight: 6,
+    arbitrary: fc
+      .record({
+        specs: fc.oneof(fc.tuple(transferSpec), fc.array(transferSpec, { minLength: 2, maxLength: 3 })),
+        group: fc.option(transferId),
+      })
+      .map(
+        ({ specs, group }): Step =>
+          (now_ms) => ({
+            type: "CreateTransfers",
+            group_id: group === null ? null : `g-${group}`,
+            transfers: specs,
+            now_ms,
+          }),
+      ),
+  },
+  {
+    weight: 4,
+    arbitrary: fc
+      .record({
+        transfer_id: settlementId,
+        pending_id: transferId,
+        amount: fc.option(amount, { nil: undefined }),
+      })
+      .map(
+        ({ transfer_id, pending_id, amount: part }): Step =>
+          (now_ms) =>
+            part === undefined
+              ? { type: "PostPendingTransfer", transfer_id, pending_id, now_ms }
+              : { type: "PostPendingTransfer", transfer_id, pending_id, amount: part, now_ms },
+      ),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({ transfer_id: settlementId, pending_id: transferId }).map(
+      ({ transfer_id, pending_id }): Step =>
+        (now_ms) => ({ type: "VoidPendingTransfer", transfer_id, pending_id, now_ms }),
+    ),
+  },
+  { weight: 1, arbitrary: fc.constant<Step>((now_ms) => ({ type: "ExpirePendingTransfers", now_ms })) },
+  {
+    weight: 1,
+    arbitrary: fc
+      .record({
+        plan: fc.constantFrom(...plans),
+        limit: fc.constantFrom<Limit>("no_overdraft", "no_overcredit", "none"),
+      })
+      .map(
+        ({ plan, limit }): Step =>
+          (now_ms) =>
+            openCommand(plan, now_ms, limit),
+      ),
+  },
+)
+
+/** Every account opened, and the world accounts' money spread to the wallets, then random steps. */
+const scenario: fc.Arbitrary<ReadonlyArray<LedgerCommand>> = fc
+  .array(fc.record({ step, advance_ms: fc.integer({ min: -100, max: 300 }) }), {
+    minLength: 20,
+    maxLength: 80,
+    size: "max",
+  })
+  .map((steps) => {
+    const setup: Array<LedgerCommand> = plans.map((plan) => openCommand(plan, t0))
+    setup.push({
+      type: "CreateTransfers",
+      group_id: "funding",
+      transfers: ["e-w1", "e-w2", "s-w1"].map((id, i) => ({
+        transfer_id: `fund-${i}`,
+        debit_account_id: id.startsWith("e") ? "e-world" : "s-world",
+        credit_account_id: id,
+        amount: 1_000n,
+        code: 1,
+        user_data: null,
+      })),
+      now_ms: t0,
+    })
+    let now_ms = t0
+    return [
+      ...setup,
+      ...steps.map(({ step: make, advance_ms }) => {
+        now_ms = Math.max(0, now_ms + advance_ms)
+        return make(now_ms)
+      }),
+    ]
+  })
+
+/** Runs commands from a new ledger; returns every decision and the recorded events in order. */
+function run(commands: ReadonlyArray<LedgerCommand>) {
+  let state = initialState
+  const events: Array<LedgerEvent> = []
+  const decisions = commands.map((command) => {
+    const decided = decideAndEvolve(command, state)
+    if (Result.isSuccess(decided)) {
+      events.push(...decided.success.events)
+      state = decided.success.state
+    }
+    return decided
+  })
+  return { state, events, decisions }
+}
+
+/** A plain, ordered view of a state, for comparing two states value by value. */
+function snapshot(state: LedgerState) {
+  const byKey = <V>(entries: Iterable<[string, V]>) =>
+    [...entries].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+  return { clock_ms: state.clock_ms, accounts: byKey(state.accounts), transfers: byKey(state.transfers) }
+}
+
+function expectConsistent(state: LedgerState): void {
+  const check = checkDoubleEntry(state.accounts.values())
+  expect(check.assets.filter((totals) => !totals.balanced)).toEqual([])
+  for (const account of state.accounts.values()) {
+    const debits = account.debits_posted + account.debits_pending
+    const credits = account.credits_posted + account.credits_pending
+    if (account.flags.debits_must_not_exceed_credits)
+      expect(debits).toBeLessThanOrEqual(account.credits_posted)
+    if (account.flags.credits_must_not_exceed_debits)
+      expect(credits).toBeLessThanOrEqual(account.debits_posted)
+    for (const balance of [
+      account.debits_pending,
+      account.debits_posted,
+      account.credits_pending,
+      account.credits_posted,
+    ]) {
+      expect(balance >= 0n && balance <= U128_MAX).toBe(true)
+    }
+  }
+  // Pending balances are exactly the reservations still held.
+  const held = new Map<string, bigint>()
+  for (const transfer of state.transfers.values()) {
+    if (transfer.kind === "pending" && transfer.status === "pending") {
+      held.set(transfer.asset_code, (held.get(transfer.asset_code) ?? 0n) + transfer.amount)
+    }
+  }
+  for (const totals of check.assets) expect(totals.debits_pending).toBe(held.get(totals.asset_code) ?? 0n)
+}
+
+describe("ledger invariants over random commands", () => {
+  it("keeps double entry and every account's limits after every command", () => {
+    fc.assert(
+      fc.property(scenario, (commands) => {
+        let state = initialState
+        for (const command of commands) {
+          const result = decide(command, state)
+          if (Result.isSuccess(result)) state = evolveAll(result.success, state)
+          expectConsistent(state)
+          expect(state.clock_ms).toBeGreaterThanOrEqual(0)
+        }
+      }),
+      { numRuns: 300 },
+    )
+  })
+
+  it("never moves the clock backwards, and time-stamps events with it", () => {
+    fc.assert(
+      fc.property(scenario, (commands) => {
+        const { events } = run(commands)
+        const times = events.map((event) => {
+          const { data } = event
+          if ("opened_at" in data) return data.opened_at
+          if ("created_at" in data) return data.created_at
+          if ("posted_at" in data) return data.posted_at
+          if ("voided_at" in data) return data.voided_at
+          return data.expired_at
+        })
+        expect([...times].sort()).toEqual(times)
+      }),
+      { numRuns: 100 },
+    )
+  })
+})
+
+describe("determinism", () => {
+  it("deciding the same commands twice gives identical events and decisions", () => {
+    fc.assert(
+      fc.property(scenario, (commands) => {
+        const first = run(commands)
+        const second = run(commands)
+        expect(second.events).toEqual(first.events)
+        expect(second.decisions.map((d) => (Result.isSuccess(d) ? "ok" : d.failure))).toEqual(
+          first.decisions.map((d) => (Result.isSuccess(d) ? "ok" : d.failure)),
+        )
+      }),
+      { numRuns: 100 },
+    )
+  })
+
+  it("replaying the events gives the state the decider reached, every time", () => {
+    fc.assert(
+      fc.property(scenario, (commands) => {
+        const { state, events } = run(commands)
+        const replayed = evolveAll(events)
+        expect(snapshot(replayed)).toEqual(snapshot(state))
+        expect(snapshot(evolveAll(events))).toEqual(snapshot(replayed))
+        expect(replayed.expiries).toEqual(state.expiries)
+      }),
+      { numRuns: 100 },
+    )
+  })
+})
+
+describe("payment with fee", () => {
+  const payment = (amount: bigint, pendingTimeout?: number) =>
+    paymentTransfers({
+      group_id: "g",
+      payment_transfer_id: "pay",
+      fee_transfer_id: "fee",
+      payer_account_id: "payer",
+      payee_account_id: "payee",
+      fee_account_id: "fees",
+      amount,
+      code: 1,
+      user_data: null,
+      now_ms: t0 + 1,
+      ...(pendingTimeout === undefined ? {} : { pending: { timeout_ms: pendingTimeout } }),
+    })
+
+  it("charges the payer exactly amount + fee, pays the payee amount and the fee account the fee", () => {
+    fc.assert(
+      fc.property(fc.bigInt({ min: 1n, max: 10n ** 30n }), fc.boolean(), (amount, twoPhase) => {
+        const charge = paymentCharge(amount)
+        expect(charge).toBe(amount + paymentFee(amount))
+        const funded = ledgerWith(charge)
+        const decided = decideAndEvolve(payment(amount, twoPhase ? 1_000 : undefined), funded)
+        if (!Result.isSuccess(decided)) throw new Error(`payment refused: ${decided.failure._tag}`)
+        let state = decided.success.state
+        if (twoPhase) {
+          for (const [id, pending_id] of [
+            ["post-pay", "pay"],
+            ["post-fee", "fee"],
+          ] as const) {
+            if (!state.transfers.has(pending_id)) continue
+            const posted = decideAndEvolve(
+              { type: "PostPendingTransfer", transfer_id: id, pending_id, now_ms: t0 + 2 },
+              state,
+            )
+            if (!Result.isSuccess(posted)) throw new Error(`post refused: ${posted.failure._tag}`)
+            state = posted.success.state
+          }
+        }
+        expect(state.accounts.get("payer")).toMatchObject({
+          debits_posted: charge,
+          debits_pending: 0n,
+          credits_posted: charge,
+        })
+        expect(state.accounts.get("payee")).toMatchObject({ credits_posted: amount })
+        expect(state.accounts.get("fees")).toMatchObject({ credits_posted: paymentFee(amount) })
+        expectConsistent(state)
+      }),
+      { numRuns: 300 },
+    )
+  })
+
+  it("refuses the whole payment when the payer is one unit short of amount + fee", () => {
+    fc.assert(
+      fc.property(fc.bigInt({ min: 1n, max: 10n ** 30n }), (amount) => {
+        const funded = ledgerWith(paymentCharge(amount) - 1n)
+        const result = decide(payment(amount), funded)
+        expect(Result.isFailure(result)).toBe(true)
+        if (Result.isFailure(result)) {
+          const reason =
+            result.failure._tag === "LinkedTransferFailed" ? result.failure.reason : result.failure
+          expect(reason._tag).toBe("InsufficientFunds")
+        }
+      }),
+      { numRuns: 200 },
+    )
+  })
+})
+
+/** A ledger where the payer holds `balance` and payee and fee accounts exist. */
+function ledgerWith(balance: bigint): LedgerState {
+  const commands: Array<LedgerCommand> = [
+    openCommand({ id: "world", asset: ethereum, kind: "world", limit: "none" }, t0),
+    openCommand({ id: "payer", asset: ethereum, kind: "wallet", limit: "no_overdraft" }, t0),
+    openCommand({ id: "payee", asset: ethereum, kind: "wallet", limit: "no_overdraft" }, t0),
+    openCommand({ id: "fees", asset: ethereum, kind: "fee_revenue", limit: "no_overdraft" }, t0),
+  ]
+  if (balance > 0n) {
+    commands.push({
+      type: "CreateTransfers",
+      group_id: null,
+      transfers: [
+        {
+          transfer_id: "fund",
+          debit_account_id: "world",
+          credit_account_id: "payer",
+          amount: balance,
+          code: 1,
+          user_data: null,
+        },
+      ],
+      now_ms: t0,
+    })
+  }
+  const { state, decisions } = run(commands)
+  expect(decisions.every(Result.isSuccess)).toBe(true)
+  return state
+}
