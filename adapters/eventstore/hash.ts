@@ -1,0 +1,174 @@
+/**
+ * The hash chain of an event stream, shared by every event-store adapter and by the auditor's
+ * `verify` command. Pure: the same event always gives the same bytes and the same hash, on any
+ * machine, so a chain written by one adapter can be verified from a plain export.
+ *
+ * Each event's hash is SHA-256 over the previous event's hash (32 bytes; 32 zero bytes for a
+ * stream's first event) followed by the canonical JSON of the event's recorded fields.
+ */
+import { createHash } from "node:crypto"
+
+/** The `prev_hash` of a stream's first event: 32 zero bytes, hex. */
+export const GENESIS_HASH = "0".repeat(64)
+
+/** Nesting deeper than this is rejected: it bounds the recursion and catches cycles. */
+const json_depth_max = 64
+
+/** A value that has no canonical JSON form (a programmer error: events are plain JSON data). */
+export class CanonicalJsonError extends TypeError {
+  override readonly name = "CanonicalJsonError"
+}
+
+const isPlainObject = (value: object): boolean => {
+  const prototype: unknown = Object.getPrototypeOf(value)
+  return prototype === Object.prototype || prototype === null
+}
+
+const writeCanonical = (value: unknown, path: string, depth: number, out: string[]): void => {
+  if (depth > json_depth_max) throw new CanonicalJsonError(`${path}: nested deeper than ${json_depth_max}`)
+  if (value === null || typeof value === "boolean" || typeof value === "string") {
+    out.push(JSON.stringify(value))
+    return
+  }
+  if (typeof value === "number") {
+    if (!Number.isFinite(value)) throw new CanonicalJsonError(`${path}: ${value} has no JSON form`)
+    out.push(JSON.stringify(value))
+    return
+  }
+  if (typeof value !== "object") throw new CanonicalJsonError(`${path}: ${typeof value} values have no JSON form`)
+  if (Array.isArray(value)) {
+    out.push("[")
+    for (let index = 0; index < value.length; index += 1) {
+      const item: unknown = value[index]
+      if (item === undefined) throw new CanonicalJsonError(`${path}[${index}]: undefined has no JSON form`)
+      if (index > 0) out.push(",")
+      writeCanonical(item, `${path}[${index}]`, depth + 1, out)
+    }
+    out.push("]")
+    return
+  }
+  if (!isPlainObject(value)) {
+    throw new CanonicalJsonError(
+      `${path}: only plain objects have a JSON form, got ${Object.prototype.toString.call(value)}`,
+    )
+  }
+  const record = value as Readonly<Record<string, unknown>>
+  // Keys with an undefined value are left out, as JSON.stringify (and hence the database) does.
+  const keys = Object.keys(record)
+    .filter((key) => record[key] !== undefined)
+    .sort()
+  out.push("{")
+  keys.forEach((key, index) => {
+    if (index > 0) out.push(",")
+    out.push(JSON.stringify(key), ":")
+    writeCanonical(record[key], `${path}.${key}`, depth + 1, out)
+  })
+  out.push("}")
+}
+
+/**
+ * The canonical JSON text of a value: object keys sorted by UTF-16 code units, no whitespace,
+ * strings and numbers written as `JSON.stringify` writes them (this is RFC 8785, JCS). Keys whose
+ * value is `undefined` are omitted. Throws `CanonicalJsonError` for what JSON cannot hold
+ * faithfully: non-finite numbers, bigint, undefined in arrays, functions, symbols, class instances
+ * (`Date`, `Map`, ...) and nesting deeper than 64.
+ *
+ * @example
+ * canonicalJson({ b: [1, "x"], a: null }) // '{"a":null,"b":[1,"x"]}'
+ */
+export const canonicalJson = (value: unknown): string => {
+  const out: string[] = []
+  writeCanonical(value, "$", 0, out)
+  return out.join("")
+}
+
+/** The fields of a recorded event that its hash covers: all but position, hash and previous hash. */
+export interface HashedEventFields {
+  readonly stream_id: string
+  readonly stream_version: number
+  readonly event_id: string
+  readonly event_type: string
+  readonly schema_version: number
+  readonly data: Readonly<Record<string, unknown>>
+  readonly metadata: Readonly<Record<string, unknown>>
+  /** ISO 8601 with milliseconds, UTC, exactly as stored and read back. */
+  readonly recorded_at: string
+}
+
+/**
+ * The UTF-8 bytes of the canonical JSON of an event's hashed fields. Other fields of the argument
+ * (a `RecordedEvent`'s `global_position`, `hash`, ...) are ignored.
+ *
+ * @example
+ * canonicalEventBytes(recorded) // Uint8Array of '{"data":{...},"event_id":"0190...",...}'
+ */
+export const canonicalEventBytes = (event: HashedEventFields): Uint8Array =>
+  new TextEncoder().encode(
+    canonicalJson({
+      stream_id: event.stream_id,
+      stream_version: event.stream_version,
+      event_id: event.event_id,
+      event_type: event.event_type,
+      schema_version: event.schema_version,
+      data: event.data,
+      metadata: event.metadata,
+      recorded_at: event.recorded_at,
+    }),
+  )
+
+const hashPattern = /^[0-9a-f]{64}$/
+
+/**
+ * The same text as `canonicalJson` of the hashed fields, assembled from data and metadata already in
+ * canonical JSON (the writer has them anyway), so the hot append path serialises each event once.
+ * Top-level keys appear in sorted order, as canonicalJson would put them.
+ */
+const canonicalEventText = (
+  event: Omit<HashedEventFields, "data" | "metadata">,
+  data_json: string,
+  metadata_json: string,
+): string => {
+  if (!Number.isSafeInteger(event.schema_version) || !Number.isSafeInteger(event.stream_version)) {
+    throw new CanonicalJsonError("$: versions must be safe integers")
+  }
+  return (
+    `{"data":${data_json},"event_id":${JSON.stringify(event.event_id)},"event_type":${JSON.stringify(event.event_type)},` +
+    `"metadata":${metadata_json},"recorded_at":${JSON.stringify(event.recorded_at)},` +
+    `"schema_version":${event.schema_version},"stream_id":${JSON.stringify(event.stream_id)},` +
+    `"stream_version":${event.stream_version}}`
+  )
+}
+
+/**
+ * `eventHash` for an event whose data and metadata are given as their canonical JSON text
+ * (`canonicalJson(data)`, `canonicalJson(metadata)`): equal results, one serialisation fewer.
+ */
+export const eventHashCanonical = (
+  prev_hash: string,
+  event: Omit<HashedEventFields, "data" | "metadata">,
+  data_json: string,
+  metadata_json: string,
+): string => {
+  if (!hashPattern.test(prev_hash)) throw new TypeError(`prev_hash must be 64 lowercase hex digits`)
+  return createHash("sha256")
+    .update(Buffer.from(prev_hash, "hex"))
+    .update(canonicalEventText(event, data_json, metadata_json), "utf8")
+    .digest("hex")
+}
+
+/**
+ * The hash of an event, hex: SHA-256(previous hash bytes || canonical event bytes). Throws a
+ * `TypeError` if `prev_hash` is not 64 lowercase hex digits, `CanonicalJsonError` if the event's
+ * data or metadata is not plain JSON.
+ *
+ * @example
+ * const first = eventHash(GENESIS_HASH, events[0])
+ * const second = eventHash(first, events[1])
+ */
+export const eventHash = (prev_hash: string, event: HashedEventFields): string => {
+  if (!hashPattern.test(prev_hash)) throw new TypeError(`prev_hash must be 64 lowercase hex digits`)
+  return createHash("sha256")
+    .update(Buffer.from(prev_hash, "hex"))
+    .update(canonicalEventBytes(event))
+    .digest("hex")
+}

@@ -1,0 +1,609 @@
+/**
+ * The event store port on PostgreSQL (tables in schema.ts).
+ *
+ * Appends to one stream are serialised by a transaction-scoped advisory lock on the stream id,
+ * taken before the transaction can have a transaction id. So within a stream, transaction ids
+ * increase with versions, and a subscriber that reads in `(transaction_id, global_position)` order
+ * sees every stream in version order. Subscribers only read transactions older than every running
+ * one, so an event whose transaction commits late is read late, never skipped.
+ *
+ * Expected outcomes (a version mismatch) are typed errors; everything else the database or the
+ * network throws at us, and every misuse caught by an assertion, is a defect.
+ */
+import { Effect, Layer } from "effect"
+import pg from "pg"
+import { Database } from "../../../src/ports/database.ts"
+import {
+  type AppendResult,
+  type Checkpoint,
+  type EventMetadata,
+  EventStore,
+  type ExpectedVersion,
+  type NewEvent,
+  type ReadAllOptions,
+  type ReadStreamOptions,
+  type RecordedEvent,
+  type SubscriptionBatch,
+  WrongExpectedVersion,
+} from "../../../src/ports/event-store.ts"
+import { canonicalJson, eventHashCanonical, GENESIS_HASH } from "../hash.ts"
+
+/** The NOTIFY channel an append signals on (payload: the stream id) unless told otherwise. */
+export const defaultNotifyChannel = "event_store_appended"
+
+/** One append is one INSERT statement; this bounds its size (a group commit stays far below). */
+const append_event_count_max = 10_000
+/** Bounds one subscription read in memory; projection rebuilds read up to 50,000 at a time. */
+const subscription_batch_count_max = 100_000
+/** Subscribers wake at least this often, so a missed notification costs at most this long. */
+const wait_timeout_ms_max = 600_000
+/** Stream heads remembered per store at most (the cache is cleared when full). */
+const head_cache_streams_max = 100_000
+/** PostgreSQL truncates identifiers (and so channel names) longer than this. */
+const channel_name_bytes_max = 63
+/** Set transaction-locally by an append so that its next statement can prove a transaction is open. */
+const append_marker_setting = "event_store.append_in_transaction"
+
+export interface PostgresEventStoreOptions {
+  readonly notifyChannel?: string
+}
+
+export type PostgresEventStore = EventStore["Service"] & PostgresEventStoreExtras
+
+/** What the PostgreSQL store offers beyond the port. */
+export interface PostgresEventStoreExtras {
+  /**
+   * Appends inside the caller's open transaction (READ COMMITTED, the default); the caller commits
+   * or rolls back. It must be the transaction's first write: a transaction that already has a
+   * transaction id could commit a stream's versions out of subscription order, so that is a
+   * defect. On `WrongExpectedVersion` the caller must roll back.
+   *
+   * @example
+   * await client.query("begin")
+   * await Effect.runPromise(store.appendWithClient(client, "ledger-t1-sandbox", 4, events))
+   * await boss.send("broadcast", job, { db: client }) // same transaction: a transactional outbox
+   * await client.query("commit")
+   */
+  appendWithClient(
+    client: pg.PoolClient | pg.Client,
+    stream_id: string,
+    expected: ExpectedVersion,
+    events: ReadonlyArray<NewEvent>,
+  ): Effect.Effect<AppendResult, WrongExpectedVersion>
+  /** Closes the LISTEN connection and wakes every waiter. The pool stays open: it is the caller's. */
+  readonly close: Effect.Effect<void>
+}
+
+function assert(condition: boolean, message: string): asserts condition {
+  if (!condition) throw new Error(`event store: ${message}`)
+}
+
+const toSafeInteger = (text: string, what: string): number => {
+  const value = Number(text)
+  assert(Number.isSafeInteger(value), `${what} ${text} is not a safe integer`)
+  return value
+}
+
+const assertCount = (value: number | undefined, maximum: number, what: string): void => {
+  if (value === undefined) return
+  assert(Number.isSafeInteger(value) && value >= 0 && value <= maximum, `${what} must be in 0..${maximum}`)
+}
+
+// --- Rows -------------------------------------------------------------------------------------
+
+interface EventRow {
+  readonly global_position: string
+  readonly stream_id: string
+  readonly stream_version: string
+  readonly event_id: string
+  readonly event_type: string
+  readonly schema_version: number
+  readonly data: Record<string, unknown>
+  readonly metadata: EventMetadata
+  readonly recorded_at: string
+  readonly transaction_id: string
+  readonly hash: string
+  readonly prev_hash: string
+}
+
+/**
+ * The columns of `events e` as text where JavaScript needs exactness. `recorded_at` is formatted in
+ * SQL so that it reads back as exactly the string that was hashed. The output names shadow the
+ * column names in ORDER BY, so every query orders by the qualified column (`e.stream_version`),
+ * never by a bare name, which would sort the text.
+ */
+const eventColumns = `
+  e.global_position::text as global_position, e.stream_id, e.stream_version::text as stream_version,
+  e.event_id::text as event_id, e.event_type, e.schema_version, e.data, e.metadata,
+  to_char(e.recorded_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as recorded_at,
+  e.transaction_id::text as transaction_id, encode(e.hash, 'hex') as hash, encode(e.prev_hash, 'hex') as prev_hash`
+
+// The store wrote every row itself from typed values, so the row's JSON has the port's shapes.
+const toRecordedEvent = (row: EventRow): RecordedEvent => ({
+  event_id: row.event_id,
+  event_type: row.event_type,
+  schema_version: row.schema_version,
+  data: row.data,
+  metadata: row.metadata,
+  stream_id: row.stream_id,
+  stream_version: toSafeInteger(row.stream_version, "stream_version"),
+  global_position: BigInt(row.global_position),
+  recorded_at: row.recorded_at,
+  hash: row.hash,
+  prev_hash: row.prev_hash,
+})
+
+// --- Append -----------------------------------------------------------------------------------
+
+type AppendOutcome =
+  | { readonly _tag: "Appended"; readonly result: AppendResult }
+  | { readonly _tag: "WrongVersion"; readonly actual: number }
+
+const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+
+const assertAppendArguments = (
+  stream_id: string,
+  expected: ExpectedVersion,
+  events: ReadonlyArray<NewEvent>,
+) => {
+  assert(stream_id.length > 0, "stream_id must not be empty")
+  assert(
+    expected === "any" || expected === "no_stream" || (Number.isSafeInteger(expected) && expected >= 0),
+    `expected version ${String(expected)} must be "any", "no_stream" or a version >= 0`,
+  )
+  assertCount(events.length, append_event_count_max, "events per append")
+  for (const event of events) {
+    assert(uuidPattern.test(event.event_id), `event_id ${event.event_id} is not a UUID`)
+    assert(event.event_type.length > 0, "event_type must not be empty")
+    assert(Number.isInteger(event.schema_version) && event.schema_version >= 1, "schema_version must be >= 1")
+  }
+}
+
+const matchesExpected = (expected: ExpectedVersion, actual: number): boolean =>
+  expected === "any" || (expected === "no_stream" ? actual === 0 : expected === actual)
+
+/** An event ready to insert: recorded, hashed, its JSON in canonical text; no position yet. */
+interface ChainedEvent {
+  readonly event: Omit<RecordedEvent, "global_position">
+  readonly data_json: string
+  readonly metadata_json: string
+}
+
+/** Versions and hashes continue from the head; `recorded_at` is shared by the whole append. */
+const chainEvents = (
+  stream_id: string,
+  head: { readonly version: number; readonly last_hash: string },
+  events: ReadonlyArray<NewEvent>,
+  recorded_at: string,
+): ReadonlyArray<ChainedEvent> => {
+  let prev_hash = head.last_hash
+  return events.map((input, index) => {
+    const data_json = canonicalJson(input.data)
+    const metadata_json = canonicalJson(input.metadata)
+    const fields = {
+      stream_id,
+      stream_version: head.version + index + 1,
+      // PostgreSQL reads a uuid back in lowercase; the hash must cover what is read back.
+      event_id: input.event_id.toLowerCase(),
+      event_type: input.event_type,
+      schema_version: input.schema_version,
+      recorded_at,
+    }
+    const hash = eventHashCanonical(prev_hash, fields, data_json, metadata_json)
+    // Parsed back from the canonical text, so that the returned event equals what a read gives back
+    // (canonical JSON drops keys whose value is undefined, as the database does).
+    const event = {
+      ...fields,
+      data: JSON.parse(data_json) as Record<string, unknown>,
+      metadata: JSON.parse(metadata_json) as EventMetadata,
+      hash,
+      prev_hash,
+    }
+    prev_hash = hash
+    return { event, data_json, metadata_json }
+  })
+}
+
+/** Calls `event_store_append` (schema.ts): one statement, one round trip, on `client`. */
+const appendFunctionSql = `
+  select out_position::text as position, out_version::text as version, out_conflict as conflict
+  from event_store_append($1, $2, decode($3, 'hex'), $4::timestamptz, $5::bigint[], $6::uuid[], $7::text[],
+                          $8::integer[], $9::jsonb[], $10::jsonb[], $11::bytea[], $12::bytea[], $13)`
+
+type Queryable = pg.Pool | pg.ClientBase
+
+/** Where the stream ends: its version and last hash (version 0 and the genesis hash if empty). */
+interface Head {
+  readonly version: number
+  readonly last_hash: string
+}
+
+const readHead = async (client: Queryable, stream_id: string): Promise<Head> => {
+  const found = await client.query<{ version: string; last_hash: string }>(
+    "select version::text as version, encode(last_hash, 'hex') as last_hash from streams where stream_id = $1",
+    [stream_id],
+  )
+  const row = found.rows[0]
+  return row === undefined
+    ? { version: 0, last_hash: GENESIS_HASH }
+    : { version: toSafeInteger(row.version, "stream version"), last_hash: row.last_hash }
+}
+
+type ChainedOutcome =
+  | { readonly _tag: "Appended"; readonly positions: ReadonlyArray<bigint> }
+  | { readonly _tag: "Conflict"; readonly actual: number }
+
+const callAppend = async (
+  client: Queryable,
+  channel: string,
+  stream_id: string,
+  base: Head,
+  recorded_at: string,
+  chained: ReadonlyArray<ChainedEvent>,
+): Promise<ChainedOutcome> => {
+  const found = await client.query<{ position: string | null; version: string; conflict: boolean }>(appendFunctionSql, [
+    stream_id,
+    base.version,
+    base.last_hash,
+    recorded_at,
+    chained.map((c) => c.event.stream_version),
+    chained.map((c) => c.event.event_id),
+    chained.map((c) => c.event.event_type),
+    chained.map((c) => c.event.schema_version),
+    chained.map((c) => c.data_json),
+    chained.map((c) => c.metadata_json),
+    chained.map((c) => `\\x${c.event.hash}`),
+    chained.map((c) => `\\x${c.event.prev_hash}`),
+    channel,
+  ])
+  const first = found.rows[0]
+  assert(first !== undefined, "event_store_append returned no row")
+  if (first.conflict) return { _tag: "Conflict", actual: toSafeInteger(first.version, "stream version") }
+  const positions = found.rows.map((row) => BigInt(row.position ?? "0"))
+  assert(positions.length === chained.length, "append returned a different number of rows")
+  positions.forEach((position, index) => {
+    const previous = positions[index - 1]
+    assert(previous === undefined || previous < position, "positions do not increase with versions")
+  })
+  return { _tag: "Appended", positions }
+}
+
+/** Another transaction committed this stream version first (only a writer bypassing the lock can). */
+const isLostRace = (error: unknown): boolean =>
+  error instanceof pg.DatabaseError &&
+  error.code === "23505" &&
+  error.constraint === "events_stream_version_unique"
+
+/** The version as committed, from the events themselves (the head is not trusted after a lost race). */
+const committedVersion = async (client: Queryable, stream_id: string): Promise<number> => {
+  const found = await client.query<{ version: string }>(
+    "select coalesce(max(stream_version), 0)::text as version from events where stream_id = $1",
+    [stream_id],
+  )
+  return toSafeInteger(found.rows[0]?.version ?? "0", "stream version")
+}
+
+/** Re-reading the head after a stale guess or a race under "any" is bounded. */
+const append_attempt_max = 8
+
+/**
+ * The non-empty append. The base head comes from `guess` (the store's cache of heads it wrote)
+ * when it matches the expected version, else from a read; the database function rejects a base
+ * that is no longer the head, and then we read the head and decide again.
+ */
+const appendRows = async (
+  client: Queryable,
+  channel: string,
+  stream_id: string,
+  expected: ExpectedVersion,
+  events: ReadonlyArray<NewEvent>,
+  guess: Head | undefined,
+): Promise<AppendOutcome & { readonly head?: Head }> => {
+  let base: Head | undefined =
+    expected === "no_stream"
+      ? { version: 0, last_hash: GENESIS_HASH }
+      : typeof expected === "number" && guess?.version === expected
+        ? guess
+        : undefined
+  for (let attempt = 1; attempt <= append_attempt_max; attempt++) {
+    base ??= await readHead(client, stream_id)
+    if (!matchesExpected(expected, base.version)) return { _tag: "WrongVersion", actual: base.version }
+    const recorded_at = new Date().toISOString()
+    const chained = chainEvents(stream_id, base, events, recorded_at)
+    let outcome: ChainedOutcome
+    try {
+      outcome = await callAppend(client, channel, stream_id, base, recorded_at, chained)
+    } catch (error) {
+      if (isLostRace(error)) return { _tag: "WrongVersion", actual: await committedVersion(client, stream_id) }
+      throw error
+    }
+    if (outcome._tag === "Appended") {
+      const last = chained.at(-1)
+      assert(last !== undefined, "nothing was appended")
+      const recorded = chained.map((c, index): RecordedEvent => ({ ...c.event, global_position: outcome.positions[index] ?? 0n }))
+      return {
+        _tag: "Appended",
+        result: {
+          next_expected_version: last.event.stream_version,
+          last_position: outcome.positions.at(-1) ?? 0n,
+          events: recorded,
+        },
+        head: { version: last.event.stream_version, last_hash: last.event.hash },
+      }
+    }
+    // The head moved (or our guess of its hash was stale). With an exact expectation a different
+    // version is final; otherwise read the head and try again.
+    if (expected !== "any" && outcome.actual !== base.version) return { _tag: "WrongVersion", actual: outcome.actual }
+    base = undefined
+  }
+  throw new Error(`event store: append to ${stream_id} kept racing other appenders (${append_attempt_max} attempts)`)
+}
+
+/** An empty append writes nothing but still checks the expected version. */
+const appendNothing = async (
+  client: Queryable,
+  stream_id: string,
+  expected: ExpectedVersion,
+): Promise<AppendOutcome> => {
+  const found = await client.query<{ version: string; last_position: string | null }>(
+    `select s.version::text as version, e.global_position::text as last_position
+     from streams s left join events e on e.stream_id = s.stream_id and e.stream_version = s.version
+     where s.stream_id = $1`,
+    [stream_id],
+  )
+  const row = found.rows[0]
+  const actual = row === undefined ? 0 : toSafeInteger(row.version, "stream version")
+  if (!matchesExpected(expected, actual)) return { _tag: "WrongVersion", actual }
+  const last_position = row?.last_position == null ? 0n : BigInt(row.last_position)
+  return { _tag: "Appended", result: { next_expected_version: actual, last_position, events: [] } }
+}
+
+/**
+ * Proves that `client` is inside an open READ COMMITTED transaction with no transaction id yet:
+ * a transaction-local setting survives to the next statement only inside a transaction.
+ */
+const assertOpenTransaction = async (client: pg.ClientBase): Promise<void> => {
+  const first = await client.query<{ own_xid: string | null; isolation: string }>(
+    `select pg_current_xact_id_if_assigned()::text as own_xid, current_setting('transaction_isolation') as isolation,
+            set_config('${append_marker_setting}', 'on', true)`,
+  )
+  const row = first.rows[0]
+  assert(row?.own_xid === null, "appendWithClient must be the transaction's first write")
+  assert(row.isolation === "read committed", `appends need READ COMMITTED, not ${row.isolation}`)
+  const second = await client.query<{ marker: string | null }>(
+    `select current_setting('${append_marker_setting}', true) as marker`,
+  )
+  assert(second.rows[0]?.marker === "on", "appendWithClient needs an open transaction (begin first)")
+}
+
+const toAppendEffect = (
+  stream_id: string,
+  expected: ExpectedVersion,
+  run: () => Promise<AppendOutcome>,
+): Effect.Effect<AppendResult, WrongExpectedVersion> =>
+  Effect.promise(() => run()).pipe(
+    Effect.flatMap((outcome) =>
+      outcome._tag === "Appended"
+        ? Effect.succeed(outcome.result)
+        : Effect.fail(new WrongExpectedVersion({ stream_id, expected, actual: outcome.actual })),
+    ),
+  )
+
+// --- Notifications ----------------------------------------------------------------------------
+
+/** One LISTEN connection per store, opened on the first wait, shared by every waiter. */
+const makeNotificationListener = (pool: pg.Pool, channel: string) => {
+  const waiters = new Set<() => void>()
+  let client: pg.Client | undefined
+  let opening: Promise<void> | undefined
+  let closed = false
+
+  const wakeAll = () => {
+    for (const wake of [...waiters]) wake()
+  }
+  // A lost connection wakes every waiter (a spurious wake-up is harmless: they read and wait
+  // again); the next wait opens a new connection.
+  const forget = (lost: pg.Client) => {
+    if (client === lost) client = undefined
+    wakeAll()
+  }
+  const open = async () => {
+    const next = new pg.Client(pool.options)
+    next.on("notification", wakeAll)
+    next.on("error", () => {
+      forget(next)
+      next.end().catch(() => {})
+    })
+    next.on("end", () => forget(next))
+    try {
+      await next.connect()
+      await next.query(`listen ${next.escapeIdentifier(channel)}`)
+      assert(!closed, "the store was closed while its LISTEN connection opened")
+    } catch (error) {
+      await next.end().catch(() => {})
+      throw error
+    }
+    client = next
+  }
+  const ensureListening = (): Promise<void> => {
+    if (closed) return Promise.reject(new Error("event store: waitForEvents after close"))
+    if (client !== undefined) return Promise.resolve()
+    opening ??= open().finally(() => {
+      opening = undefined
+    })
+    return opening
+  }
+  const waitUntilWoken = (timeout_ms: number) =>
+    Effect.callback<void>((resume) => {
+      let done = false
+      const wake = () => {
+        if (done) return
+        done = true
+        clearTimeout(timer)
+        waiters.delete(wake)
+        resume(Effect.void)
+      }
+      const timer = setTimeout(wake, timeout_ms)
+      waiters.add(wake)
+      return Effect.sync(() => {
+        done = true
+        clearTimeout(timer)
+        waiters.delete(wake)
+      })
+    })
+  return {
+    wait: (timeout_ms: number): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        assertCount(timeout_ms, wait_timeout_ms_max, "timeout_ms")
+        return Effect.promise(() => ensureListening()).pipe(Effect.andThen(waitUntilWoken(timeout_ms)))
+      }),
+    close: async (): Promise<void> => {
+      closed = true
+      await opening?.catch(() => {})
+      const current = client
+      client = undefined
+      wakeAll()
+      await current?.end()
+    },
+  }
+}
+
+// --- Reads ------------------------------------------------------------------------------------
+
+const readStreamRows = (pool: pg.Pool, stream_id: string, options: ReadStreamOptions) => {
+  assertCount(options.from_version, Number.MAX_SAFE_INTEGER, "from_version")
+  assertCount(options.max_count, Number.MAX_SAFE_INTEGER, "max_count")
+  const backwards = options.direction === "backwards"
+  return pool.query<EventRow>(
+    `select ${eventColumns} from events e
+     where e.stream_id = $1 and e.stream_version ${backwards ? "<=" : ">="} $2
+     order by e.stream_version ${backwards ? "desc" : "asc"}
+     limit $3`,
+    [stream_id, options.from_version ?? (backwards ? Number.MAX_SAFE_INTEGER : 1), options.max_count ?? null],
+  )
+}
+
+/**
+ * Rows after the cursor whose transaction is older than every transaction still running (the
+ * snapshot's xmin), in commit-safe order. A running transaction holds back everything after it.
+ */
+const subscriptionBatchSql = `
+  select ${eventColumns} from events e
+  where (e.transaction_id, e.global_position) > ($1::xid8, $2::bigint)
+    and e.transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+  order by e.transaction_id, e.global_position
+  limit $3`
+
+const readSubscriptionRows = async (pool: pg.Pool, checkpoint: Checkpoint, max_count: number) => {
+  assert(max_count >= 1, "max_count must be at least 1")
+  assertCount(max_count, subscription_batch_count_max, "max_count")
+  const found = await pool.query<EventRow>(subscriptionBatchSql, [
+    checkpoint.transaction_id,
+    checkpoint.global_position.toString(),
+    max_count,
+  ])
+  const last = found.rows.at(-1)
+  const next: Checkpoint =
+    last === undefined
+      ? checkpoint
+      : { transaction_id: last.transaction_id, global_position: BigInt(last.global_position) }
+  return { events: found.rows.map(toRecordedEvent), checkpoint: next }
+}
+
+// --- The store --------------------------------------------------------------------------------
+
+/**
+ * The PostgreSQL event store on a pool whose database has `eventStoreMigrations` applied.
+ *
+ * @example
+ * const store = makePostgresEventStore(pool)
+ * const result = await Effect.runPromise(store.append("ledger-t1-sandbox", "no_stream", [opened]))
+ * await Effect.runPromise(store.close)
+ */
+export const makePostgresEventStore = (
+  pool: pg.Pool,
+  options: PostgresEventStoreOptions = {},
+): PostgresEventStore => {
+  const channel = options.notifyChannel ?? defaultNotifyChannel
+  const channelBytes = Buffer.byteLength(channel)
+  assert(channelBytes > 0 && channelBytes <= channel_name_bytes_max, `notify channel must be 1..63 bytes`)
+  const listener = makeNotificationListener(pool, channel)
+  // The heads this store appended last, so that the next append to a stream needs no read first.
+  const heads = new Map<string, Head>()
+  const rememberHead = (stream_id: string, head: Head) => {
+    if (heads.size >= head_cache_streams_max && !heads.has(stream_id)) heads.clear()
+    heads.set(stream_id, head)
+  }
+
+  const appendWith = (
+    client: pg.PoolClient | pg.Client | undefined,
+    stream_id: string,
+    expected: ExpectedVersion,
+    events: ReadonlyArray<NewEvent>,
+  ) =>
+    toAppendEffect(stream_id, expected, async () => {
+      assertAppendArguments(stream_id, expected, events)
+      if (events.length === 0) return appendNothing(client ?? pool, stream_id, expected)
+      if (client !== undefined) {
+        // The caller may still roll back: its heads never go into the cache.
+        await assertOpenTransaction(client)
+        return appendRows(client, channel, stream_id, expected, events, undefined)
+      }
+      // Our own append is one autocommitted statement: the function's transaction.
+      const outcome = await appendRows(pool, channel, stream_id, expected, events, heads.get(stream_id))
+      if (outcome.head !== undefined) rememberHead(stream_id, outcome.head)
+      else heads.delete(stream_id)
+      return outcome
+    })
+
+  return {
+    append: (stream_id, expected, events) =>
+      appendWith(undefined, stream_id, expected, events).pipe(Effect.withSpan("EventStore.append")),
+    appendWithClient: (client, stream_id, expected, events) =>
+      appendWith(client, stream_id, expected, events).pipe(Effect.withSpan("EventStore.appendWithClient")),
+    readStream: (stream_id, readOptions = {}) =>
+      Effect.promise(async () =>
+        (await readStreamRows(pool, stream_id, readOptions)).rows.map(toRecordedEvent),
+      ),
+    streamVersion: (stream_id) =>
+      Effect.promise(async () => {
+        const found = await pool.query<{ version: string }>(
+          "select version::text as version from streams where stream_id = $1",
+          [stream_id],
+        )
+        const row = found.rows[0]
+        return row === undefined ? 0 : toSafeInteger(row.version, "stream version")
+      }),
+    readAll: (readOptions: ReadAllOptions = {}) =>
+      Effect.promise(async () => {
+        assertCount(readOptions.max_count, Number.MAX_SAFE_INTEGER, "max_count")
+        const found = await pool.query<EventRow>(
+          `select ${eventColumns} from events e where e.global_position > $1 order by e.global_position limit $2`,
+          [(readOptions.after_position ?? 0n).toString(), readOptions.max_count ?? null],
+        )
+        return found.rows.map(toRecordedEvent)
+      }),
+    readSubscriptionBatch: (checkpoint, max_count): Effect.Effect<SubscriptionBatch> =>
+      Effect.promise(() => readSubscriptionRows(pool, checkpoint, max_count)),
+    waitForEvents: (timeout_ms) => listener.wait(timeout_ms),
+    close: Effect.promise(() => listener.close()),
+  }
+}
+
+/**
+ * The event store on the platform's pool; its LISTEN connection closes with the layer's scope.
+ *
+ * @example
+ * const live = PostgresEventStoreLive.pipe(Layer.provide(Layer.succeed(Database, { pool })))
+ * await Effect.runPromise(program.pipe(Effect.provide(live)))
+ */
+export const PostgresEventStoreLive: Layer.Layer<EventStore, never, Database> = Layer.effect(
+  EventStore,
+  Effect.gen(function* () {
+    const { pool } = yield* Database
+    return yield* Effect.acquireRelease(
+      Effect.sync(() => makePostgresEventStore(pool)),
+      (store) => store.close,
+    )
+  }),
+)

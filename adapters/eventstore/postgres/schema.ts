@@ -1,0 +1,122 @@
+/**
+ * The event store's tables (migration versions 100-199).
+ *
+ * `events` holds every event once, forever. `global_position` comes from an identity sequence, so
+ * positions commit out of order; subscribers therefore page by `(transaction_id, global_position)`
+ * and read only transactions older than every running one (see `readSubscriptionBatch` in
+ * event-store.ts), which the index `events_transaction_position` serves. `streams` holds each
+ * stream's head (last version and hash) so that an append reads one row instead of scanning.
+ *
+ * `events` is append-only at the database level: a trigger rejects UPDATE, DELETE and TRUNCATE.
+ * It guards against mistakes, not against the table owner: a test (or an operator repairing an
+ * accident) may run `alter table events disable trigger events_append_only` and must enable it
+ * again. Tampering that bypasses it is what the hash chain detects. In production, the application
+ * role should also lack UPDATE, DELETE and TRUNCATE privileges on `events`.
+ */
+import type { Migration } from "../../../src/db/migrate.ts"
+
+export const eventStoreMigrations: ReadonlyArray<Migration> = [
+  {
+    version: 100,
+    name: "event store: events and stream heads",
+    sql: `
+      create table events (
+        global_position bigint generated always as identity primary key,
+        stream_id text not null check (stream_id <> ''),
+        stream_version bigint not null check (stream_version >= 1),
+        event_id uuid not null,
+        event_type text not null check (event_type <> ''),
+        schema_version integer not null check (schema_version >= 1),
+        data jsonb not null check (jsonb_typeof(data) = 'object'),
+        metadata jsonb not null check (jsonb_typeof(metadata) = 'object'),
+        recorded_at timestamptz not null,
+        transaction_id xid8 not null default pg_current_xact_id(),
+        hash bytea not null check (octet_length(hash) = 32),
+        prev_hash bytea not null check (octet_length(prev_hash) = 32),
+        constraint events_event_id_unique unique (event_id),
+        constraint events_stream_version_unique unique (stream_id, stream_version)
+      );
+      create index events_transaction_position on events (transaction_id, global_position);
+
+      create table streams (
+        stream_id text primary key,
+        version bigint not null check (version >= 1),
+        last_hash bytea not null check (octet_length(last_hash) = 32),
+        updated_at timestamptz not null
+      );
+    `,
+  },
+  {
+    version: 101,
+    name: "event store: events are append-only",
+    sql: `
+      create function events_reject_change() returns trigger language plpgsql as $$
+      begin
+        raise exception 'events are append-only: % is not allowed', tg_op
+          using errcode = 'insufficient_privilege',
+                hint = 'a correction is a new event; never edit or delete a recorded one';
+      end
+      $$;
+      create trigger events_append_only before update or delete on events
+        for each row execute function events_reject_change();
+      create trigger events_no_truncate before truncate on events
+        for each statement execute function events_reject_change();
+    `,
+  },
+  {
+    version: 102,
+    name: "event store: append in one statement",
+    // One round trip per append: the stream lock, the version and hash check against the head the
+    // client chained its events from, the insert, the head move and the notification. The client
+    // computes the hashes (they cover canonical JSON it builds); the check proves it chained them
+    // from the current head. The lock comes first, before anything can assign a transaction id.
+    sql: `
+      create function event_store_append(
+        p_stream_id text, p_base_version bigint, p_base_hash bytea, p_recorded_at timestamptz,
+        p_versions bigint[], p_event_ids uuid[], p_types text[], p_schema_versions integer[],
+        p_data jsonb[], p_metadata jsonb[], p_hashes bytea[], p_prev_hashes bytea[], p_channel text)
+      returns table (out_position bigint, out_version bigint, out_conflict boolean)
+      language plpgsql as $$
+      declare
+        v_version bigint;
+        v_hash bytea;
+        v_count integer := cardinality(p_versions);
+      begin
+        if pg_current_xact_id_if_assigned() is not null then
+          raise exception 'an append must be its transaction''s first write' using errcode = 'P0001';
+        end if;
+        if current_setting('transaction_isolation') <> 'read committed' then
+          raise exception 'appends need READ COMMITTED' using errcode = 'P0001';
+        end if;
+        perform pg_advisory_xact_lock(hashtextextended(p_stream_id, 0));
+        select s.version, s.last_hash into v_version, v_hash from streams s where s.stream_id = p_stream_id;
+        if coalesce(v_version, 0) <> p_base_version
+           or coalesce(v_hash, decode(repeat('00', 32), 'hex')) <> p_base_hash then
+          return query select null::bigint, coalesce(v_version, 0), true;
+          return;
+        end if;
+        return query
+          with appended as (
+            insert into events (stream_id, stream_version, event_id, event_type, schema_version, data,
+                                metadata, recorded_at, hash, prev_hash)
+            select p_stream_id, e.v, e.id, e.t, e.sv, e.d, e.m, p_recorded_at, e.h, e.ph
+            from unnest(p_versions, p_event_ids, p_types, p_schema_versions, p_data, p_metadata, p_hashes, p_prev_hashes)
+              with ordinality as e(v, id, t, sv, d, m, h, ph, ordinal)
+            order by e.ordinal
+            returning events.global_position, events.stream_version
+          ), head as (
+            insert into streams (stream_id, version, last_hash, updated_at)
+            values (p_stream_id, p_base_version + v_count, p_hashes[v_count], p_recorded_at)
+            on conflict (stream_id) do update
+              set version = excluded.version, last_hash = excluded.last_hash, updated_at = excluded.updated_at
+          ), notified as (
+            select pg_notify(p_channel, p_stream_id)
+          )
+          select a.global_position, a.stream_version, false
+          from appended a cross join notified
+          order by a.stream_version;
+      end
+      $$;
+    `,
+  },
+]

@@ -1,0 +1,317 @@
+// Runs the event-store contract against the PostgreSQL adapter, then proves what only PostgreSQL
+// shows: migrations are safe to repeat and to race, a running transaction stalls subscribers
+// instead of making them skip, the events table is append-only and tampering breaks the chain,
+// misuse of appendWithClient is caught, and the layer closes its LISTEN connection.
+import { Cause, Effect, Exit, Layer } from "effect"
+import pg from "pg"
+import { describe, expect, it } from "vitest"
+import { eventHash } from "../../adapters/eventstore/hash.ts"
+import {
+  makePostgresEventStore,
+  type PostgresEventStore,
+  PostgresEventStoreLive,
+} from "../../adapters/eventstore/postgres/event-store.ts"
+import { eventStoreMigrations } from "../../adapters/eventstore/postgres/schema.ts"
+import { runMigrations } from "../../src/db/migrate.ts"
+import { Database } from "../../src/ports/database.ts"
+import {
+  checkpointStart,
+  EventStore,
+  type NewEvent,
+  WrongExpectedVersion,
+} from "../../src/ports/event-store.ts"
+import { freshDatabase, type TestDatabase } from "../support/db.ts"
+import {
+  type EventStoreHarness,
+  eventStoreContract,
+  failureOf,
+  type HeldAppend,
+  newEvent,
+  newEvents,
+  run,
+  sleep,
+} from "./event-store-contract.ts"
+
+/**
+ * A fresh database for one test. `drop()` ends the pool, which resolves before its idle connections
+ * have closed, then terminates what is left (`drop database ... with (force)`); a connection
+ * terminated that way reports an error on the pool, which is expected here, not a failure.
+ */
+const testDatabase = async (options: { readonly migrate?: boolean } = {}): Promise<TestDatabase> => {
+  const db = await freshDatabase(options)
+  db.pool.on("error", () => {})
+  return db
+}
+
+/** A second pool on the same database, as another process would have. */
+const otherPool = (db: TestDatabase, max: number, options?: string): pg.Pool => {
+  const pool = new pg.Pool({ connectionString: db.url, max, ...(options === undefined ? {} : { options }) })
+  pool.on("error", () => {})
+  return pool
+}
+
+/** Appends in a transaction of its own that commits only after `hold` resolves. */
+const appendHeldOpen = async (
+  db: TestDatabase,
+  store: PostgresEventStore,
+  stream_id: string,
+  events: ReadonlyArray<NewEvent>,
+  hold: Promise<void>,
+): Promise<HeldAppend> => {
+  const client = await db.pool.connect()
+  try {
+    await client.query("begin")
+    const appended = await run(store.appendWithClient(client, stream_id, "any", events))
+    const committed = hold
+      .then(() => client.query("commit"))
+      .then(() => undefined)
+      .finally(() => client.release())
+    return { appended, committed }
+  } catch (error) {
+    await client.query("rollback")
+    client.release()
+    throw error
+  }
+}
+
+const harness: EventStoreHarness = {
+  create: async () => {
+    const db = await testDatabase()
+    const stores: PostgresEventStore[] = []
+    const pools: pg.Pool[] = []
+    const store = makePostgresEventStore(db.pool)
+    stores.push(store)
+    return {
+      store,
+      reopen: async () => {
+        // A restarted process has its own pool and its own store.
+        const pool = otherPool(db, 4)
+        pools.push(pool)
+        const reopened = makePostgresEventStore(pool)
+        stores.push(reopened)
+        return reopened
+      },
+      appendHeldOpen: (stream_id, events, hold) => appendHeldOpen(db, store, stream_id, events, hold),
+      dispose: async () => {
+        for (const each of stores) await run(each.close)
+        for (const pool of pools) await pool.end()
+        await db.drop()
+      },
+    }
+  },
+}
+
+eventStoreContract("PostgreSQL", harness)
+
+/** Runs a test body on a fresh database and store, and always cleans up. */
+const withStore = async (
+  body: (db: TestDatabase, store: PostgresEventStore) => Promise<void>,
+): Promise<void> => {
+  const db = await testDatabase()
+  const store = makePostgresEventStore(db.pool)
+  try {
+    await body(db, store)
+  } finally {
+    await run(store.close)
+    await db.drop()
+  }
+}
+
+const expectDefect = async <A, E>(effect: Effect.Effect<A, E>, message: RegExp): Promise<void> => {
+  const exit = await Effect.runPromiseExit(effect)
+  expect(Exit.isFailure(exit) && Cause.hasDies(exit.cause)).toBe(true)
+  if (Exit.isFailure(exit)) expect(String(Cause.squash(exit.cause))).toMatch(message)
+}
+
+describe("event store on PostgreSQL", () => {
+  it("applies its migrations exactly once, when run twice and from two pools at once", async () => {
+    const db = await testDatabase({ migrate: false })
+    const other = otherPool(db, 2)
+    try {
+      const [a, b] = await Promise.all([
+        runMigrations(db.pool, eventStoreMigrations),
+        runMigrations(other, eventStoreMigrations),
+      ])
+      expect([...a, ...b].sort()).toEqual(eventStoreMigrations.map((m) => m.version).sort())
+      expect(await runMigrations(db.pool, eventStoreMigrations)).toEqual([])
+      const store = makePostgresEventStore(db.pool)
+      expect(
+        (await run(store.append("migrated", "no_stream", newEvents("m", 1)))).next_expected_version,
+      ).toBe(1)
+      await run(store.close)
+    } finally {
+      await other.end()
+      await db.drop()
+    }
+  })
+
+  it("a running transaction stalls the subscriber; committing it releases everything, nothing skipped", () =>
+    withStore(async (db, store) => {
+      await run(store.append("before", "no_stream", newEvents("before", 1)))
+      const blocker = await db.pool.connect()
+      try {
+        await blocker.query("begin")
+        await blocker.query("select pg_current_xact_id()")
+        await run(store.append("after", "no_stream", newEvents("after", 2)))
+        const first = await run(store.readSubscriptionBatch(checkpointStart, 100))
+        expect(first.events.map((e) => e.stream_id)).toEqual(["before"])
+        expect(await run(store.readSubscriptionBatch(first.checkpoint, 100))).toEqual({
+          events: [],
+          checkpoint: first.checkpoint,
+        })
+        await blocker.query("commit")
+      } finally {
+        blocker.release()
+      }
+      const rest = await run(store.readSubscriptionBatch(checkpointStart, 100))
+      expect(rest.events.map((e) => `${e.stream_id}@${e.stream_version}`)).toEqual([
+        "before@1",
+        "after@1",
+        "after@2",
+      ])
+    }))
+
+  it("an uncommitted append holds back later commits, then is delivered before them", () =>
+    withStore(async (db, store) => {
+      let release = () => {}
+      const held = await appendHeldOpen(
+        db,
+        store,
+        "late",
+        newEvents("late", 1),
+        new Promise((r) => (release = r)),
+      )
+      try {
+        await run(store.append("early", "no_stream", newEvents("early", 1)))
+        expect((await run(store.readSubscriptionBatch(checkpointStart, 100))).events).toEqual([])
+      } finally {
+        release()
+        await held.committed
+      }
+      const batch = await run(store.readSubscriptionBatch(checkpointStart, 100))
+      expect(batch.events.map((e) => e.stream_id)).toEqual(["late", "early"])
+    }))
+
+  it("rejects UPDATE, DELETE and TRUNCATE of events; a tampered event no longer matches its hash", () =>
+    withStore(async (db, store) => {
+      await run(store.append("audited", "no_stream", newEvents("audited", 3)))
+      for (const statement of [
+        "update events set data = '{}'::jsonb",
+        "delete from events",
+        "truncate events",
+      ]) {
+        await expect(db.pool.query(statement)).rejects.toThrow(/append-only/)
+      }
+      // What an attacker with owner rights could do; the chain must show it.
+      await db.pool.query("alter table events disable trigger events_append_only")
+      await db.pool.query(
+        `update events set data = jsonb_set(data, '{label}', '"forged"') where stream_id = 'audited' and stream_version = 2`,
+      )
+      await db.pool.query("alter table events enable trigger events_append_only")
+      const read = await run(store.readStream("audited"))
+      const verified = read.map((event) => eventHash(event.prev_hash, event) === event.hash)
+      expect(verified).toEqual([true, false, true])
+    }))
+
+  it("a writer that bypassed the stream lock makes the append fail with WrongExpectedVersion", () =>
+    withStore(async (db, store) => {
+      const rogue = await db.pool.connect()
+      try {
+        await rogue.query("begin")
+        await rogue.query(
+          `insert into events (stream_id, stream_version, event_id, event_type, schema_version, data, metadata,
+                               recorded_at, hash, prev_hash)
+           values ('raced', 1, gen_random_uuid(), 'Rogue', 1, '{}', '{}', now(), decode(repeat('00', 32), 'hex'),
+                   decode(repeat('00', 32), 'hex'))`,
+        )
+        const attempt = failureOf(store.append("raced", "no_stream", newEvents("raced", 1)))
+        await sleep(100)
+        await rogue.query("commit")
+        const error = await attempt
+        expect(error).toBeInstanceOf(WrongExpectedVersion)
+        expect(error).toMatchObject({ expected: "no_stream", actual: 1 })
+      } finally {
+        rogue.release()
+      }
+    }))
+
+  it("appendWithClient refuses a transaction that already wrote, no transaction, and REPEATABLE READ", () =>
+    withStore(async (db, store) => {
+      const client = await db.pool.connect()
+      try {
+        await client.query("begin")
+        await client.query("select pg_current_xact_id()")
+        await expectDefect(store.appendWithClient(client, "misuse", "any", newEvents("a", 1)), /first write/)
+        await client.query("rollback")
+        await expectDefect(
+          store.appendWithClient(client, "misuse", "any", newEvents("b", 1)),
+          /open transaction/,
+        )
+        await client.query("begin isolation level repeatable read")
+        await expectDefect(
+          store.appendWithClient(client, "misuse", "any", newEvents("c", 1)),
+          /READ COMMITTED/,
+        )
+        await client.query("rollback")
+      } finally {
+        client.release()
+      }
+      expect(await run(store.readAll())).toEqual([])
+    }))
+
+  it("recorded_at and uppercase event ids read back exactly as hashed, whatever the session time zone", () =>
+    withStore(async (db) => {
+      const pool = otherPool(db, 2, "-c TimeZone=America/St_Johns")
+      const store = makePostgresEventStore(pool)
+      try {
+        const upper = { ...newEvent("upper"), event_id: newEvent("id").event_id.toUpperCase() }
+        const appended = await run(store.append("zoned", "no_stream", [upper]))
+        const [read] = await run(store.readStream("zoned"))
+        expect(read).toEqual(appended.events[0])
+        expect(read?.event_id).toBe(upper.event_id.toLowerCase())
+        expect(read?.recorded_at).toMatch(/Z$/)
+        expect(read && eventHash(read.prev_hash, read)).toBe(read?.hash)
+      } finally {
+        await run(store.close)
+        await pool.end()
+      }
+    }))
+
+  it("invalid events are defects and write nothing", () =>
+    withStore(async (_, store) => {
+      const cases: ReadonlyArray<readonly [NewEvent, RegExp]> = [
+        [{ ...newEvent("id"), event_id: "not-a-uuid" }, /not a UUID/],
+        [newEvent("nan", { amount: Number.NaN }), /no JSON form/],
+        [newEvent("bigint", { amount: 1n }), /no JSON form/],
+        [newEvent("date", { at: new Date(0) }), /plain objects/],
+        [{ ...newEvent("version"), schema_version: 0 }, /schema_version/],
+      ]
+      for (const [event, message] of cases) {
+        await expectDefect(store.append("invalid", "any", [newEvent("valid"), event]), message)
+      }
+      expect(await run(store.readAll())).toEqual([])
+    }))
+
+  it("the layer provides the store and closes its LISTEN connection with its scope", () =>
+    withStore(async (db) => {
+      const listening = async () =>
+        Number(
+          (
+            await db.pool.query<{ count: string }>(
+              `select count(*)::text as count from pg_stat_activity
+               where datname = current_database() and query like 'listen %'`,
+            )
+          ).rows[0]?.count,
+        )
+      const program = Effect.gen(function* () {
+        const store = yield* EventStore
+        yield* store.append("layered", "no_stream", newEvents("layered", 1))
+        yield* store.waitForEvents(1)
+        return yield* Effect.promise(listening)
+      })
+      const live = PostgresEventStoreLive.pipe(Layer.provide(Layer.succeed(Database, { pool: db.pool })))
+      expect(await Effect.runPromise(program.pipe(Effect.provide(live)))).toBe(1)
+      for (let attempt = 0; attempt < 40 && (await listening()) > 0; attempt += 1) await sleep(50)
+      expect(await listening()).toBe(0)
+    }))
+})
