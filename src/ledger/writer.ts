@@ -170,9 +170,10 @@ export const makeLedgerWriter = (
 
   /** Folds the events others (or we, before a restart) wrote after our version into the slot. */
   const catchUp = async (slot: LedgerSlot): Promise<void> => {
-    // Events of one command share `command_id` in their metadata: it groups them back into the
-    // command's stored result for idempotent replays.
-    let command: { key: string; id: unknown; fingerprint: string; events: Array<RecordedEvent> } | undefined
+    // A key is written by one command only (a later use is a replay or a rejection, never written),
+    // so the consecutive events carrying a key are that command's stored result. Its first event
+    // also carries the command's fingerprint.
+    let command: { key: string; fingerprint: string; events: Array<RecordedEvent> } | undefined
     const closeCommand = () => {
       if (command === undefined) return
       const last = command.events[command.events.length - 1]
@@ -195,15 +196,15 @@ export const makeLedgerWriter = (
         }
         slot.state = evolve(slot.state, asLedgerEvent(event))
         slot.version = event.stream_version
-        const { idempotency_key: key, command_fingerprint: fingerprint, command_id: id } = event.metadata
-        if (typeof key === "string" && typeof fingerprint === "string") {
-          if (command === undefined || command.id !== id) {
-            closeCommand()
-            command = { key, id, fingerprint, events: [] }
-          }
+        const { idempotency_key: key, command_fingerprint: fingerprint } = event.metadata
+        if (typeof key !== "string") {
+          closeCommand()
+        } else if (command?.key === key) {
           command.events.push(event)
         } else {
           closeCommand()
+          if (typeof fingerprint !== "string") throw new Error(`ledger ${slot.stream_id}: key ${key} without fingerprint`)
+          command = { key, fingerprint, events: [event] }
         }
       }
       if (page.length < load_page_events) break
@@ -267,12 +268,14 @@ export const makeLedgerWriter = (
         correlation_id: waiter.context.correlation_id,
         causation_id: waiter.context.causation_id ?? null,
         idempotency_key: key,
-        ...(key !== null ? { command_fingerprint: waiter.fingerprint, command_id: uuidv7(waiter.command.now_ms) } : {}),
       }
       state = result.success.state
       if (key !== null) keysInBatch.set(key, { index: decided.length, fingerprint: waiter.fingerprint })
       decided.push({ waiter, outcome: { kind: "events", from: events.length, count: result.success.events.length } })
-      for (const event of result.success.events) events.push(toNewEvent(event, metadata, waiter.command.now_ms))
+      result.success.events.forEach((event, index) => {
+        const withFingerprint = key !== null && index === 0 ? { ...metadata, command_fingerprint: waiter.fingerprint } : metadata
+        events.push(toNewEvent(event, withFingerprint, waiter.command.now_ms))
+      })
     }
     return { state, events, decided }
   }

@@ -22,6 +22,9 @@ export const freshDatabase = async (options: { readonly migrate?: boolean } = {}
   const name = `t_${randomBytes(6).toString("hex")}`
   const url = await ensureDatabase(serverUrl(), name)
   const pool = new pg.Pool({ connectionString: url, max: 20 })
+  // drop() force-closes the database's sessions; an idle client that notices first must not crash
+  // the test process with an unhandled 'error' event.
+  pool.on("error", () => {})
   if (options.migrate !== false) await runMigrations(pool, platformMigrations)
   return {
     url,

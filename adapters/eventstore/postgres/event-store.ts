@@ -235,7 +235,7 @@ type ChainedOutcome =
 
 const callAppend = async (
   client: Queryable,
-  channel: string,
+  channel: string | null,
   stream_id: string,
   base: Head,
   recorded_at: string,
@@ -293,7 +293,7 @@ const append_attempt_max = 8
  */
 const appendRows = async (
   client: Queryable,
-  channel: string,
+  channel: string | null,
   stream_id: string,
   expected: ExpectedVersion,
   events: ReadonlyArray<NewEvent>,
@@ -391,6 +391,39 @@ const toAppendEffect = (
 
 // --- Notifications ----------------------------------------------------------------------------
 
+/**
+ * Signals an append after its commit. NOTIFY inside the appending transaction would serialise all
+ * commits of the database (see schema.ts), so the store's own appends are announced here instead:
+ * one `pg_notify` per stream, sent by a small transaction without WAL, and coalesced while one is in
+ * flight. Waiters of this store wake at once. A lost notification only delays subscribers until
+ * their wait times out; it never makes them miss an event.
+ */
+const makeCommitNotifier = (pool: pg.Pool, channel: string, wakeLocal: () => void) => {
+  let pending = new Set<string>()
+  let sending = false
+  const send = async () => {
+    sending = true
+    try {
+      while (pending.size > 0) {
+        const streams = [...pending]
+        pending = new Set()
+        await pool
+          .query("select pg_notify($1, stream_id) from unnest($2::text[]) as s(stream_id)", [channel, streams])
+          .catch(() => {})
+      }
+    } finally {
+      sending = false
+    }
+  }
+  return {
+    appended: (stream_id: string) => {
+      wakeLocal()
+      pending.add(stream_id)
+      if (!sending) void send()
+    },
+  }
+}
+
 /** One LISTEN connection per store, opened on the first wait, shared by every waiter. */
 const makeNotificationListener = (pool: pg.Pool, channel: string) => {
   const waiters = new Set<() => void>()
@@ -452,6 +485,7 @@ const makeNotificationListener = (pool: pg.Pool, channel: string) => {
       })
     })
   return {
+    wakeLocal: wakeAll,
     wait: (timeout_ms: number): Effect.Effect<void> =>
       Effect.suspend(() => {
         assertCount(timeout_ms, wait_timeout_ms_max, "timeout_ms")
@@ -528,6 +562,7 @@ export const makePostgresEventStore = (
   const channelBytes = Buffer.byteLength(channel)
   assert(channelBytes > 0 && channelBytes <= channel_name_bytes_max, `notify channel must be 1..63 bytes`)
   const listener = makeNotificationListener(pool, channel)
+  const notifier = makeCommitNotifier(pool, channel, listener.wakeLocal)
   // The heads this store appended last, so that the next append to a stream needs no read first.
   const heads = new Map<string, Head>()
   const rememberHead = (stream_id: string, head: Head) => {
@@ -550,9 +585,13 @@ export const makePostgresEventStore = (
         return appendRows(client, channel, stream_id, expected, events, undefined)
       }
       // Our own append is one autocommitted statement: the function's transaction.
-      const outcome = await appendRows(pool, channel, stream_id, expected, events, heads.get(stream_id))
-      if (outcome.head !== undefined) rememberHead(stream_id, outcome.head)
-      else heads.delete(stream_id)
+      const outcome = await appendRows(pool, null, stream_id, expected, events, heads.get(stream_id))
+      if (outcome.head !== undefined) {
+        rememberHead(stream_id, outcome.head)
+        notifier.appended(stream_id)
+      } else {
+        heads.delete(stream_id)
+      }
       return outcome
     })
 

@@ -109,12 +109,16 @@ export const eventStoreMigrations: ReadonlyArray<Migration> = [
             values (p_stream_id, p_base_version + v_count, p_hashes[v_count], p_recorded_at)
             on conflict (stream_id) do update
               set version = excluded.version, last_hash = excluded.last_hash, updated_at = excluded.updated_at
-          ), notified as (
-            select pg_notify(p_channel, p_stream_id)
           )
           select a.global_position, a.stream_version, false
-          from appended a cross join notified
+          from appended a
           order by a.stream_version;
+        -- NOTIFY holds a database-wide lock from pre-commit until the commit record is flushed, so
+        -- it serialises every committing transaction that uses it. The store's own appends pass no
+        -- channel and notify after their commit instead; appends inside a caller's transaction do.
+        if p_channel is not null then
+          perform pg_notify(p_channel, p_stream_id);
+        end if;
       end
       $$;
     `,

@@ -1,0 +1,95 @@
+// Proves the README's start command: the platform starts on its embedded defaults (PostgreSQL in
+// DATA_DIR), answers its health check, stops cleanly on SIGTERM (the embedded server too), and a
+// restart keeps all data.
+import { type ChildProcess, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { Effect, Result } from "effect"
+import pg from "pg"
+import { afterAll, describe, expect, it } from "vitest"
+import { makePostgresEventStore } from "../../adapters/eventstore/postgres/event-store.ts"
+import { ledgerStreamId } from "../../domain/ledger/index.ts"
+import { freePort } from "../../src/db/embedded.ts"
+import { makeLedgerWriter } from "../../src/ledger/writer.ts"
+import { openAccount } from "../support/ledger-fixtures.ts"
+
+const root = path.join(import.meta.dirname, "../..")
+const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "platform-e2e-"))
+afterAll(() => fs.rmSync(dataDir, { recursive: true, force: true }))
+
+const startPlatform = async (port: number): Promise<ChildProcess> => {
+  const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: "info" }
+  delete env.DATABASE_URL
+  const child = spawn(process.execPath, [path.join(root, "src/main.ts")], { env, stdio: ["ignore", "pipe", "pipe"] })
+  let output = ""
+  child.stdout?.on("data", (chunk) => (output += chunk))
+  child.stderr?.on("data", (chunk) => (output += chunk))
+  outputs.set(child, () => output)
+  const deadline = Date.now() + 60_000
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`platform exited ${child.exitCode}: ${output}`)
+    const healthy = await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.ok).catch(() => false)
+    if (healthy) return child
+    await new Promise((r) => setTimeout(r, 200))
+  }
+  child.kill("SIGKILL")
+  throw new Error(`platform did not become healthy: ${output}`)
+}
+
+const outputs = new Map<ChildProcess, () => string>()
+
+/** Sends SIGTERM and returns the exit code; prints the platform's output if it was not 0. */
+const stopPlatform = (child: ChildProcess): Promise<number | null> =>
+  new Promise((resolve) => {
+    child.on("exit", (code) => {
+      if (code !== 0) process.stderr.write(outputs.get(child)?.() ?? "")
+      resolve(code)
+    })
+    child.kill("SIGTERM")
+  })
+
+/** The embedded server's connection string, from PostgreSQL's own lock file in DATA_DIR. */
+const embeddedUrl = (): string => {
+  const lines = fs.readFileSync(path.join(dataDir, "pg", "postmaster.pid"), "utf8").split("\n")
+  return `postgres://postgres:postgres@127.0.0.1:${lines[3]}/platform`
+}
+
+const isAlive = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+describe("npm start", () => {
+  it("starts on embedded defaults, serves health and OpenAPI, stops cleanly and keeps data across restarts", async () => {
+    const port = await freePort()
+    const first = await startPlatform(port)
+    expect(await fetch(`http://127.0.0.1:${port}/api/health`).then((r) => r.json())).toEqual({ status: "healthy" })
+    const openapi = (await fetch(`http://127.0.0.1:${port}/openapi.json`).then((r) => r.json())) as { paths: object }
+    expect(Object.keys(openapi.paths)).toContain("/health")
+
+    // Write to the ledger through the running platform's database.
+    const postmasterPid = Number(fs.readFileSync(path.join(dataDir, "pg", "postmaster.pid"), "utf8").split("\n")[0])
+    const pool = new pg.Pool({ connectionString: embeddedUrl() })
+    const ledger = { tenant: "e2e", environment: "sandbox" }
+    const opened = await Effect.runPromise(
+      Effect.result(makeLedgerWriter(makePostgresEventStore(pool)).execute(ledger, openAccount("kept", "wallet", Date.now()), { actor: "t", correlation_id: "c" })),
+    )
+    expect(Result.isSuccess(opened)).toBe(true)
+    await pool.end()
+
+    expect(await stopPlatform(first)).toBe(0)
+    expect(isAlive(postmasterPid)).toBe(false)
+
+    const second = await startPlatform(port)
+    const again = new pg.Pool({ connectionString: embeddedUrl() })
+    const events = await Effect.runPromise(makePostgresEventStore(again).readStream(ledgerStreamId(ledger)))
+    expect(events.map((e) => e.event_type)).toEqual(["AccountOpened"])
+    await again.end()
+    expect(await stopPlatform(second)).toBe(0)
+  })
+})
