@@ -7,7 +7,8 @@
  *   3. replay: rebuilding the projections from zero over 1M events.
  * Prints the figures, then one JSON line:
  *   {"ledger_tps","pgbench_tps","ratio","p99_ms","replay_events_per_s","peak_rss_mb"}
- * Environment: BENCH_SECONDS (default 20), BENCH_REPLAY_EVENTS (default 1000000).
+ * Environment: BENCH_SECONDS (default 20), BENCH_REPLAY_EVENTS (default 1000000), BENCH_PHASES
+ * (default "pgbench,ledger,replay").
  */
 import { execFileSync, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -35,6 +36,8 @@ import { rebuildProjection } from "../src/projections/rebuild.ts"
 import type { NewEvent } from "../src/ports/event-store.ts"
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 20)
+/** For profiling one part: a comma list of pgbench, ledger, replay (default all three). */
+const phases = new Set((process.env.BENCH_PHASES ?? "pgbench,ledger,replay").split(","))
 const replay_events_target = Number(process.env.BENCH_REPLAY_EVENTS ?? 1_000_000)
 const callers = 16
 const ledgers_count = 4
@@ -226,17 +229,17 @@ const main = async () => {
     log(`server: PostgreSQL on port ${server.port}, fsync=${shown.rows[0]?.fsync}, synchronous_commit=${shown.rows[0]?.sc}`)
 
     log(`\n[1/3] pgbench TPC-B, scale 10, 16 clients, ${seconds} s`)
-    const pgbench_tps = runPgbench(server.port, await ensureDatabase(server.url, "pgbench"))
+    const pgbench_tps = phases.has("pgbench") ? runPgbench(server.port, await ensureDatabase(server.url, "pgbench")) : null
 
     log(`\n[2/3] ledger: payment + fee pairs from ${callers} callers over ${ledgers_count} ledgers, ${seconds} s`)
     const pool = new pg.Pool({ connectionString: await ensureDatabase(server.url, "ledger"), max: 20 })
     await runMigrations(pool, platformMigrations)
-    const ledger = await benchLedger(pool)
+    const ledger = phases.has("ledger") ? await benchLedger(pool) : { ledger_tps: 0, payments: 0, refused: 0, p50_ms: 0, p99_ms: 0 }
     log(`  transfers/s: ${round(ledger.ledger_tps)}  payments: ${ledger.payments}  refused: ${ledger.refused}`)
     log(`  commit latency p50: ${round(ledger.p50_ms, 2)} ms  p99: ${round(ledger.p99_ms, 2)} ms`)
 
     log(`\n[3/3] replay: rebuilding projections over ${replay_events_target} events`)
-    await fillForReplay(pool, replay_events_target)
+    if (phases.has("replay")) await fillForReplay(pool, replay_events_target)
     let lastPrint = 0
     const replay = await rebuildProjection(pool, makePostgresEventStore(pool), {
       onProgress: (p) => {

@@ -37,6 +37,8 @@ const append_event_count_max = 10_000
 const subscription_batch_count_max = 100_000
 /** Subscribers wake at least this often, so a missed notification costs at most this long. */
 const wait_timeout_ms_max = 600_000
+/** Appends are announced to other processes at most this often (each announcement is a query). */
+const notify_interval_ms = 5
 /** Stream heads remembered per store at most (the cache is cleared when full). */
 const head_cache_streams_max = 100_000
 /** PostgreSQL truncates identifiers (and so channel names) longer than this. */
@@ -208,7 +210,7 @@ const chainEvents = (
 const appendFunctionSql = `
   select out_position::text as position, out_version::text as version, out_conflict as conflict
   from event_store_append($1, $2, decode($3, 'hex'), $4::timestamptz, $5::bigint[], $6::uuid[], $7::text[],
-                          $8::integer[], $9::jsonb[], $10::jsonb[], $11::bytea[], $12::bytea[], $13)`
+                          $8::integer[], $9::jsonb, $10::jsonb, $11::bytea[], $12::bytea[], $13)`
 
 type Queryable = pg.Pool | pg.ClientBase
 
@@ -241,7 +243,11 @@ const callAppend = async (
   recorded_at: string,
   chained: ReadonlyArray<ChainedEvent>,
 ): Promise<ChainedOutcome> => {
-  const found = await client.query<{ position: string | null; version: string; conflict: boolean }>(appendFunctionSql, [
+  // A named statement: parsed and planned once per connection, not once per append.
+  const found = await client.query<{ position: string | null; version: string; conflict: boolean }>({
+    name: "event_store_append",
+    text: appendFunctionSql,
+    values: [
     stream_id,
     base.version,
     base.last_hash,
@@ -250,12 +256,13 @@ const callAppend = async (
     chained.map((c) => c.event.event_id),
     chained.map((c) => c.event.event_type),
     chained.map((c) => c.event.schema_version),
-    chained.map((c) => c.data_json),
-    chained.map((c) => c.metadata_json),
+    `[${chained.map((c) => c.data_json).join(",")}]`,
+    `[${chained.map((c) => c.metadata_json).join(",")}]`,
     chained.map((c) => `\\x${c.event.hash}`),
     chained.map((c) => `\\x${c.event.prev_hash}`),
     channel,
-  ])
+    ],
+  })
   const first = found.rows[0]
   assert(first !== undefined, "event_store_append returned no row")
   if (first.conflict) return { _tag: "Conflict", actual: toSafeInteger(first.version, "stream version") }
@@ -410,6 +417,8 @@ const makeCommitNotifier = (pool: pg.Pool, channel: string, wakeLocal: () => voi
         await pool
           .query("select pg_notify($1, stream_id) from unnest($2::text[]) as s(stream_id)", [channel, streams])
           .catch(() => {})
+        // Under load, one notification per interval carries every stream appended meanwhile.
+        await new Promise((resolve) => setTimeout(resolve, notify_interval_ms))
       }
     } finally {
       sending = false
