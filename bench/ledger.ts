@@ -40,7 +40,7 @@ const seconds = Number(process.env.BENCH_SECONDS ?? 20)
 const phases = new Set((process.env.BENCH_PHASES ?? "pgbench,ledger,replay").split(","))
 const replay_events_target = Number(process.env.BENCH_REPLAY_EVENTS ?? 1_000_000)
 const callers = 16
-const ledgers_count = 4
+const ledgers_count = 1
 const wallets_per_ledger = 64
 const usdc = { code: "USDC@ethereum", symbol: "USDC", chain: "ethereum", decimals: 6 }
 const log = (line: string) => process.stderr.write(`${line}\n`)
@@ -233,6 +233,7 @@ const main = async () => {
 
     log(`\n[2/3] ledger: payment + fee pairs from ${callers} callers over ${ledgers_count} ledgers, ${seconds} s`)
     const pool = new pg.Pool({ connectionString: await ensureDatabase(server.url, "ledger"), max: 20 })
+    pool.on("error", () => {})
     await runMigrations(pool, platformMigrations)
     const ledger = phases.has("ledger") ? await benchLedger(pool) : { ledger_tps: 0, payments: 0, refused: 0, p50_ms: 0, p99_ms: 0 }
     log(`  transfers/s: ${round(ledger.ledger_tps)}  payments: ${ledger.payments}  refused: ${ledger.refused}`)

@@ -27,7 +27,6 @@ import {
   EventStore,
   type NewEvent,
   type RecordedEvent,
-  WrongExpectedVersion,
 } from "../ports/event-store.ts"
 
 /** Who sends a command and why; the ledger (tenant, environment) comes from the writer call. */
@@ -78,6 +77,8 @@ export interface WriterOptions {
   readonly queue_commands_max?: number
   /** Reload-and-retry rounds after version conflicts at most. */
   readonly conflict_retry_max?: number
+  /** Appends of one ledger in flight at once (pipelining); 1 waits for each commit. */
+  readonly pipeline_depth?: number
   /** Events read per page when loading a ledger. */
   readonly load_page_events?: number
 }
@@ -89,6 +90,8 @@ interface Waiter {
   readonly fingerprint: string
   readonly resolve: (result: Result.Result<CommandResult, WriterError>) => void
   readonly reject: (defect: unknown) => void
+  /** Appends of this command lost to a version conflict so far. */
+  conflicts: number
 }
 
 interface IdempotencyEntry {
@@ -97,12 +100,39 @@ interface IdempotencyEntry {
   readonly stream_version: number
 }
 
+interface Outcome {
+  readonly waiter: Waiter
+  readonly outcome:
+    | { readonly kind: "events"; readonly from: number; readonly count: number }
+    | { readonly kind: "error"; readonly error: WriterError }
+    | { readonly kind: "replay"; readonly entry: IdempotencyEntry }
+    | { readonly kind: "same_batch"; readonly index: number }
+}
+
+type FlightOutcome =
+  | { readonly kind: "appended"; readonly events: ReadonlyArray<RecordedEvent>; readonly version: number }
+  | { readonly kind: "conflict" }
+  | { readonly kind: "defect"; readonly defect: unknown }
+
+interface InFlightBatch {
+  readonly batch: ReadonlyArray<Waiter>
+  readonly decided: ReadonlyArray<Outcome>
+  /** The ledger state once this batch is committed. */
+  readonly state: LedgerState
+  readonly version_after: number
+  /** Idempotency keys this batch writes. */
+  readonly keys: ReadonlySet<string>
+  readonly done: Promise<FlightOutcome>
+}
+
 interface LedgerSlot {
   readonly stream_id: string
   state: LedgerState
   version: number
   readonly idempotency: Map<string, IdempotencyEntry>
   readonly queue: Array<Waiter>
+  /** Appended batches not yet answered, oldest first; each is chained on the one before. */
+  readonly inFlight: Array<InFlightBatch>
   flushing: boolean
   loaded: boolean
   loading: Promise<void> | undefined
@@ -146,6 +176,7 @@ export const makeLedgerWriter = (
   const batch_commands_max = options.batch_commands_max ?? 1024
   const queue_commands_max = options.queue_commands_max ?? 20_000
   const conflict_retry_max = options.conflict_retry_max ?? 16
+  const pipeline_depth = options.pipeline_depth ?? 2
   const load_page_events = options.load_page_events ?? 10_000
   const slots = new Map<string, LedgerSlot>()
 
@@ -159,6 +190,7 @@ export const makeLedgerWriter = (
         version: 0,
         idempotency: new Map(),
         queue: [],
+        inFlight: [],
         flushing: false,
         loaded: false,
         loading: undefined,
@@ -224,18 +256,9 @@ export const makeLedgerWriter = (
     return slot.loading
   }
 
-  interface Outcome {
-    readonly waiter: Waiter
-    readonly outcome:
-      | { readonly kind: "events"; readonly from: number; readonly count: number }
-      | { readonly kind: "error"; readonly error: WriterError }
-      | { readonly kind: "replay"; readonly entry: IdempotencyEntry }
-      | { readonly kind: "same_batch"; readonly index: number }
-  }
-
-  /** Decides a batch against the slot's state without touching it; returns the new state. */
-  const decideBatch = (slot: LedgerSlot, batch: ReadonlyArray<Waiter>) => {
-    let state = slot.state
+  /** Decides a batch against `base` (committed or speculative) without touching the slot. */
+  const decideBatch = (slot: LedgerSlot, base: LedgerState, batch: ReadonlyArray<Waiter>) => {
+    let state = base
     const events: Array<NewEvent> = []
     const decided: Array<Outcome> = []
     const keysInBatch = new Map<string, { index: number; fingerprint: string }>()
@@ -319,45 +342,113 @@ export const makeLedgerWriter = (
     }
   }
 
-  const appendBatch = async (slot: LedgerSlot, batch: ReadonlyArray<Waiter>): Promise<void> => {
-    for (let attempt = 1; attempt <= conflict_retry_max; attempt++) {
-      const { state, events, decided } = decideBatch(slot, batch)
-      if (events.length === 0) {
-        settle(slot, decided, [])
-        return
-      }
-      const expected = slot.version === 0 ? "no_stream" : slot.version
-      const appended = await Effect.runPromise(Effect.result(store.append(slot.stream_id, expected, events)))
-      if (Result.isSuccess(appended)) {
-        slot.state = state
-        slot.version = appended.success.next_expected_version
-        settle(slot, decided, appended.success.events)
-        return
-      }
-      if (!(appended.failure instanceof WrongExpectedVersion)) throw appended.failure
-      await catchUp(slot)
+  /**
+   * Decides the next batch on top of the newest in-flight batch (or the committed state) and starts
+   * its append without waiting: while the database commits batch k, batch k+1 is decided, hashed and
+   * sent, and waits for the stream lock. A batch stops before a command whose idempotency key an
+   * in-flight batch is writing (it is decided once that batch is answered). Returns false when
+   * nothing could be launched.
+   */
+  const launchBatch = (slot: LedgerSlot): boolean => {
+    const newest = slot.inFlight[slot.inFlight.length - 1]
+    const base = newest === undefined ? { state: slot.state, version: slot.version } : { state: newest.state, version: newest.version_after }
+    const keysInFlight = new Set<string>()
+    for (const flight of slot.inFlight) for (const key of flight.keys) keysInFlight.add(key)
+    const batch: Array<Waiter> = []
+    while (batch.length < batch_commands_max) {
+      const next = slot.queue[0]
+      const key = next?.context.idempotency_key ?? null
+      if (next === undefined || (key !== null && keysInFlight.has(key))) break
+      batch.push(next)
+      slot.queue.shift()
     }
-    for (const waiter of batch) {
-      waiter.resolve(
-        Result.fail(new ConcurrencyRetriesExhausted({ stream_id: slot.stream_id, attempts: conflict_retry_max })),
-      )
+    if (batch.length === 0) return false
+    const { state, events, decided } = decideBatch(slot, base.state, batch)
+    const keys = new Set<string>()
+    for (const waiter of batch) if (waiter.context.idempotency_key) keys.add(waiter.context.idempotency_key)
+    const done: Promise<FlightOutcome> =
+      events.length === 0
+        ? Promise.resolve({ kind: "appended", events: [], version: base.version })
+        : Effect.runPromise(Effect.result(store.append(slot.stream_id, base.version === 0 ? "no_stream" : base.version, events))).then(
+            (appended): FlightOutcome =>
+              Result.isSuccess(appended)
+                ? { kind: "appended", events: appended.success.events, version: appended.success.next_expected_version }
+                : { kind: "conflict" },
+            (defect: unknown): FlightOutcome => ({ kind: "defect", defect }),
+          )
+    slot.inFlight.push({ batch, decided, state, version_after: base.version + events.length, keys, done })
+    return true
+  }
+
+  /** Puts a failed batch's commands back at the front of the queue, or gives up on them. */
+  const requeue = (slot: LedgerSlot, batches: ReadonlyArray<InFlightBatch>) => {
+    const again: Array<Waiter> = []
+    for (const { batch } of batches) {
+      for (const waiter of batch) {
+        waiter.conflicts += 1
+        if (waiter.conflicts > conflict_retry_max) {
+          waiter.resolve(Result.fail(new ConcurrencyRetriesExhausted({ stream_id: slot.stream_id, attempts: waiter.conflicts })))
+        } else {
+          again.push(waiter)
+        }
+      }
     }
+    slot.queue.unshift(...again)
+  }
+
+  /** Answers the oldest in-flight batch; on a failure, unwinds every batch chained on it. */
+  const answerOldest = async (slot: LedgerSlot, oldest: InFlightBatch): Promise<void> => {
+    const outcome = await oldest.done
+    slot.inFlight.shift()
+    if (outcome.kind === "appended") {
+      slot.state = oldest.state
+      slot.version = outcome.version
+      settle(slot, oldest.decided, outcome.events)
+      return
+    }
+    // Every later batch was chained on this one: it fails too, unless this one's commit went through
+    // after all (a defect such as a connection lost during COMMIT), in which case it may succeed.
+    const later = slot.inFlight.splice(0)
+    const laterOutcomes = await Promise.all(later.map((flight) => flight.done))
+    const again: Array<InFlightBatch> = []
+    if (outcome.kind === "defect") for (const waiter of oldest.batch) waiter.reject(outcome.defect)
+    else again.push(oldest)
+    later.forEach((flight, index) => {
+      const laterOutcome = laterOutcomes[index]
+      if (laterOutcome?.kind === "appended" && laterOutcome.events.length > 0) {
+        // Committed, so everything it was chained on was committed too.
+        slot.state = flight.state
+        slot.version = laterOutcome.version
+        settle(slot, flight.decided, laterOutcome.events)
+      } else if (laterOutcome?.kind === "defect") {
+        for (const waiter of flight.batch) waiter.reject(laterOutcome.defect)
+      } else {
+        // A conflict, or a batch without events whose rejections were decided on a state that may
+        // never have been committed: decide it again.
+        again.push(flight)
+      }
+    })
+    requeue(slot, again)
+    // Our view is behind (a conflict) or unknown (a defect): reload what was committed.
+    slot.loaded = false
   }
 
   const flush = async (slot: LedgerSlot): Promise<void> => {
     slot.flushing = true
     try {
-      while (slot.queue.length > 0) {
-        const batch = slot.queue.splice(0, batch_commands_max)
-        try {
-          await ensureLoaded(slot)
-          await appendBatch(slot, batch)
-        } catch (defect) {
-          // The outcome of the append is unknown (e.g. the connection dropped during COMMIT): reload
-          // from the log before deciding anything else, and let the callers retry with their keys.
-          slot.loaded = false
-          for (const waiter of batch) waiter.reject(defect)
+      for (;;) {
+        if (slot.inFlight.length === 0) {
+          if (slot.queue.length === 0) break
+          try {
+            await ensureLoaded(slot)
+          } catch (defect) {
+            for (const waiter of slot.queue.splice(0)) waiter.reject(defect)
+            break
+          }
         }
+        while (slot.inFlight.length < pipeline_depth && launchBatch(slot)) {}
+        const oldest = slot.inFlight[0]
+        if (oldest !== undefined) await answerOldest(slot, oldest)
       }
     } finally {
       slot.flushing = false
@@ -379,6 +470,7 @@ export const makeLedgerWriter = (
           fingerprint: context.fingerprint ?? commandFingerprint(command),
           resolve: (result) => resume(Effect.succeed(result)),
           reject: (defect) => resume(Effect.die(defect)),
+          conflicts: 0,
         })
         if (!slot.flushing) void flush(slot)
       }),

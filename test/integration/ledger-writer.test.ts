@@ -49,8 +49,14 @@ const foldStream = async (streamId: string): Promise<{ state: LedgerState; versi
 
 /** An append-counting view of the real store: what the writer sends to PostgreSQL. */
 const countingStore = (inner: EventStore["Service"]) => {
-  const counter = { appends: 0 }
-  const wrapped: EventStore["Service"] = { ...inner, append: (...args) => { counter.appends++; return inner.append(...args) } }
+  const counter = { appends: 0, conflicts: 0 }
+  const wrapped: EventStore["Service"] = {
+    ...inner,
+    append: (...args) => {
+      counter.appends++
+      return inner.append(...args).pipe(Effect.tapError(() => Effect.sync(() => counter.conflicts++)))
+    },
+  }
   return { store: wrapped, counter }
 }
 
@@ -80,6 +86,8 @@ describe("LedgerWriter", () => {
     expect(results.every(Result.isSuccess)).toBe(true)
     const appends = counter.appends - before
     expect(appends).toBeLessThan(50)
+    // Pipelined appends are chained on each other: a single writer never conflicts with itself.
+    expect(counter.conflicts).toBe(0)
     const { versions } = await foldStream(ledgerStreamId(ledger))
     expect(versions).toEqual(versions.map((_, i) => i + 1))
   })

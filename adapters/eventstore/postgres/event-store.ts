@@ -305,6 +305,7 @@ const appendRows = async (
   expected: ExpectedVersion,
   events: ReadonlyArray<NewEvent>,
   guess: Head | undefined,
+  onChained: (head: Head) => void = () => {},
 ): Promise<AppendOutcome & { readonly head?: Head }> => {
   let base: Head | undefined =
     expected === "no_stream"
@@ -317,6 +318,8 @@ const appendRows = async (
     if (!matchesExpected(expected, base.version)) return { _tag: "WrongVersion", actual: base.version }
     const recorded_at = new Date().toISOString()
     const chained = chainEvents(stream_id, base, events, recorded_at)
+    const chainedLast = chained.at(-1)
+    if (chainedLast !== undefined) onChained({ version: chainedLast.event.stream_version, last_hash: chainedLast.event.hash })
     let outcome: ChainedOutcome
     try {
       outcome = await callAppend(client, channel, stream_id, base, recorded_at, chained)
@@ -594,9 +597,15 @@ export const makePostgresEventStore = (
         return appendRows(client, channel, stream_id, expected, events, undefined)
       }
       // Our own append is one autocommitted statement: the function's transaction.
-      const outcome = await appendRows(pool, null, stream_id, expected, events, heads.get(stream_id))
+      // The head is remembered as soon as the events are chained, before their commit: a pipelining
+      // writer appends its next batch on top while this one commits. If this one fails, the next
+      // one's base no longer matches the head and the database rejects it.
+      const outcome = await appendRows(pool, null, stream_id, expected, events, heads.get(stream_id), (head) =>
+        rememberHead(stream_id, head),
+      )
       if (outcome.head !== undefined) {
-        rememberHead(stream_id, outcome.head)
+        // A later append may already be chained on top (pipelining): never move the head back.
+        if ((heads.get(stream_id)?.version ?? 0) < outcome.head.version) rememberHead(stream_id, outcome.head)
         notifier.appended(stream_id)
       } else {
         heads.delete(stream_id)
