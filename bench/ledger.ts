@@ -32,8 +32,8 @@ import { runMigrations } from "../src/db/migrate.ts"
 import { platformMigrations } from "../src/db/migrations.ts"
 import { uuidv7 } from "../src/ids.ts"
 import { makeLedgerWriter } from "../src/ledger/writer.ts"
-import { rebuildProjection } from "../src/projections/rebuild.ts"
 import type { NewEvent } from "../src/ports/event-store.ts"
+import { rebuildProjection } from "../src/projections/rebuild.ts"
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 20)
 /** For profiling one part: a comma list of pgbench, ledger, replay (default all three). */
@@ -56,7 +56,9 @@ const findPgbench = (): string | undefined => {
   if (which.status === 0) return which.stdout.trim()
   if (process.getuid?.() === 0) {
     log("pgbench not found: installing Debian's postgresql-client")
-    spawnSync("sh", ["-c", "apt-get update -qq && apt-get install -y -qq postgresql-client"], { stdio: "inherit" })
+    spawnSync("sh", ["-c", "apt-get update -qq && apt-get install -y -qq postgresql-client"], {
+      stdio: "inherit",
+    })
     const again = spawnSync("sh", ["-c", "command -v pgbench"], { encoding: "utf8" })
     if (again.status === 0) return again.stdout.trim()
   }
@@ -71,21 +73,32 @@ const runPgbench = (port: number, serverUrl: string): number | null => {
   }
   const env = { ...process.env, PGPASSWORD: new URL(serverUrl).password }
   const common = ["-h", "127.0.0.1", "-p", String(port), "-U", "postgres"]
-  execFileSync(pgbench, ["-i", "-s", "10", "-q", ...common, "pgbench"], { env, stdio: ["ignore", "ignore", "pipe"] })
+  execFileSync(pgbench, ["-i", "-s", "10", "-q", ...common, "pgbench"], {
+    env,
+    stdio: ["ignore", "ignore", "pipe"],
+  })
   const output = execFileSync(pgbench, ["-c", "16", "-j", "2", "-T", String(seconds), ...common, "pgbench"], {
     env,
     encoding: "utf8",
     stdio: ["ignore", "pipe", "pipe"],
   })
   const tps = /tps = ([\d.]+) \(without initial connection time\)/.exec(output)?.[1]
-  log(output.split("\n").filter((l) => /latency average|tps =/.test(l)).join("\n"))
+  log(
+    output
+      .split("\n")
+      .filter((l) => /latency average|tps =/.test(l))
+      .join("\n"),
+  )
   return tps === undefined ? null : Number(tps)
 }
 
 const benchLedger = async (pool: pg.Pool) => {
   const store = makePostgresEventStore(pool)
   const writer = makeLedgerWriter(store)
-  const ledgers: LedgerId[] = Array.from({ length: ledgers_count }, (_, i) => ({ tenant: `bench${i}`, environment: "sandbox" }))
+  const ledgers: LedgerId[] = Array.from({ length: ledgers_count }, (_, i) => ({
+    tenant: `bench${i}`,
+    environment: "sandbox",
+  }))
   const ctx = { actor: "bench", correlation_id: "bench" }
   const must = async (ledger: LedgerId, command: LedgerCommand) => {
     const result = await Effect.runPromise(Effect.result(writer.execute(ledger, command, ctx)))
@@ -110,7 +123,16 @@ const benchLedger = async (pool: pg.Pool) => {
       await must(ledger, {
         type: "CreateTransfers",
         group_id: null,
-        transfers: [{ transfer_id: `fund${w}`, debit_account_id: "world", credit_account_id: `w${w}`, amount: 10n ** 15n, code: 1, user_data: null }],
+        transfers: [
+          {
+            transfer_id: `fund${w}`,
+            debit_account_id: "world",
+            credit_account_id: `w${w}`,
+            amount: 10n ** 15n,
+            code: 1,
+            user_data: null,
+          },
+        ],
         now_ms: now,
       })
     }
@@ -164,10 +186,19 @@ const benchLedger = async (pool: pg.Pool) => {
 /** Fills a ledger stream with valid payment events (decided by the domain) up to `target` events in all. */
 const fillForReplay = async (pool: pg.Pool, target: number) => {
   const store = makePostgresEventStore(pool)
-  const existing = Number((await pool.query<{ n: string }>("select count(*)::text as n from events")).rows[0]?.n ?? 0)
+  const existing = Number(
+    (await pool.query<{ n: string }>("select count(*)::text as n from events")).rows[0]?.n ?? 0,
+  )
   const ledger: LedgerId = { tenant: "replay", environment: "sandbox" }
   const stream_id = ledgerStreamId(ledger)
-  const metadata = { tenant: "replay", environment: "sandbox", actor: "bench", correlation_id: "fill", causation_id: null, idempotency_key: null }
+  const metadata = {
+    tenant: "replay",
+    environment: "sandbox",
+    actor: "bench",
+    correlation_id: "fill",
+    causation_id: null,
+    idempotency_key: null,
+  }
   let state: LedgerState = initialState
   let version = 0
   let pending: NewEvent[] = []
@@ -177,20 +208,55 @@ const fillForReplay = async (pool: pg.Pool, target: number) => {
     if (Result.isFailure(result)) throw new Error(`fill: ${result.failure._tag}`)
     state = result.success.state
     for (const event of result.success.events) {
-      pending.push({ event_id: uuidv7(now), event_type: event.type, schema_version: ledgerEventSchemaVersion, data: event.data as unknown as Record<string, unknown>, metadata })
+      pending.push({
+        event_id: uuidv7(now),
+        event_type: event.type,
+        schema_version: ledgerEventSchemaVersion,
+        data: event.data as unknown as Record<string, unknown>,
+        metadata,
+      })
     }
   }
   const flush = async () => {
-    const appended = await Effect.runPromise(store.append(stream_id, version === 0 ? "no_stream" : version, pending))
+    const appended = await Effect.runPromise(
+      store.append(stream_id, version === 0 ? "no_stream" : version, pending),
+    )
     version = appended.next_expected_version
     pending = []
   }
   const wallets = 1_000
-  for (const [id, kind] of [["world", "world"], ["fees", "fee_revenue"], ...Array.from({ length: wallets }, (_, i) => [`w${i}`, "wallet"] as const)] as const) {
-    decideInto({ type: "OpenAccount", account_id: id, asset: usdc, kind, flags: { debits_must_not_exceed_credits: kind !== "world", credits_must_not_exceed_debits: false }, code: 1, user_data: null, now_ms: now })
+  for (const [id, kind] of [
+    ["world", "world"],
+    ["fees", "fee_revenue"],
+    ...Array.from({ length: wallets }, (_, i) => [`w${i}`, "wallet"] as const),
+  ] as const) {
+    decideInto({
+      type: "OpenAccount",
+      account_id: id,
+      asset: usdc,
+      kind,
+      flags: { debits_must_not_exceed_credits: kind !== "world", credits_must_not_exceed_debits: false },
+      code: 1,
+      user_data: null,
+      now_ms: now,
+    })
   }
   for (let i = 0; i < wallets; i++) {
-    decideInto({ type: "CreateTransfers", group_id: null, transfers: [{ transfer_id: `fund${i}`, debit_account_id: "world", credit_account_id: `w${i}`, amount: 10n ** 15n, code: 1, user_data: null }], now_ms: now })
+    decideInto({
+      type: "CreateTransfers",
+      group_id: null,
+      transfers: [
+        {
+          transfer_id: `fund${i}`,
+          debit_account_id: "world",
+          credit_account_id: `w${i}`,
+          amount: 10n ** 15n,
+          code: 1,
+          user_data: null,
+        },
+      ],
+      now_ms: now,
+    })
   }
   let written = existing
   for (let n = 0; written + pending.length < target; n++) {
@@ -224,19 +290,31 @@ const main = async () => {
   try {
     const settings = new pg.Client({ connectionString: server.url })
     await settings.connect()
-    const shown = await settings.query("select current_setting('fsync') as fsync, current_setting('synchronous_commit') as sc")
+    const shown = await settings.query(
+      "select current_setting('fsync') as fsync, current_setting('synchronous_commit') as sc",
+    )
     await settings.end()
-    log(`server: PostgreSQL on port ${server.port}, fsync=${shown.rows[0]?.fsync}, synchronous_commit=${shown.rows[0]?.sc}`)
+    log(
+      `server: PostgreSQL on port ${server.port}, fsync=${shown.rows[0]?.fsync}, synchronous_commit=${shown.rows[0]?.sc}`,
+    )
 
     log(`\n[1/3] pgbench TPC-B, scale 10, 16 clients, ${seconds} s`)
-    const pgbench_tps = phases.has("pgbench") ? runPgbench(server.port, await ensureDatabase(server.url, "pgbench")) : null
+    const pgbench_tps = phases.has("pgbench")
+      ? runPgbench(server.port, await ensureDatabase(server.url, "pgbench"))
+      : null
 
-    log(`\n[2/3] ledger: payment + fee pairs from ${callers} callers over ${ledgers_count} ledgers, ${seconds} s`)
+    log(
+      `\n[2/3] ledger: payment + fee pairs from ${callers} callers over ${ledgers_count} ledgers, ${seconds} s`,
+    )
     const pool = new pg.Pool({ connectionString: await ensureDatabase(server.url, "ledger"), max: 20 })
     pool.on("error", () => {})
     await runMigrations(pool, platformMigrations)
-    const ledger = phases.has("ledger") ? await benchLedger(pool) : { ledger_tps: 0, payments: 0, refused: 0, p50_ms: 0, p99_ms: 0 }
-    log(`  transfers/s: ${round(ledger.ledger_tps)}  payments: ${ledger.payments}  refused: ${ledger.refused}`)
+    const ledger = phases.has("ledger")
+      ? await benchLedger(pool)
+      : { ledger_tps: 0, payments: 0, refused: 0, p50_ms: 0, p99_ms: 0 }
+    log(
+      `  transfers/s: ${round(ledger.ledger_tps)}  payments: ${ledger.payments}  refused: ${ledger.refused}`,
+    )
     log(`  commit latency p50: ${round(ledger.p50_ms, 2)} ms  p99: ${round(ledger.p99_ms, 2)} ms`)
 
     log(`\n[3/3] replay: rebuilding projections over ${replay_events_target} events`)
@@ -246,12 +324,16 @@ const main = async () => {
       onProgress: (p) => {
         if (p.elapsed_ms - lastPrint >= 2_000) {
           lastPrint = p.elapsed_ms
-          log(`  ${p.event_count}/${p.event_count_total} events, ${round(p.event_count / (p.elapsed_ms / 1_000), 0)} events/s`)
+          log(
+            `  ${p.event_count}/${p.event_count_total} events, ${round(p.event_count / (p.elapsed_ms / 1_000), 0)} events/s`,
+          )
         }
       },
     })
     const replay_events_per_s = replay.event_count / (replay.elapsed_ms / 1_000)
-    log(`  replayed ${replay.event_count} events in ${round(replay.elapsed_ms / 1_000, 2)} s: ${round(replay_events_per_s, 0)} events/s`)
+    log(
+      `  replayed ${replay.event_count} events in ${round(replay.elapsed_ms / 1_000, 2)} s: ${round(replay_events_per_s, 0)} events/s`,
+    )
     await pool.end()
 
     const peak_rss_mb = process.resourceUsage().maxRSS / 1024

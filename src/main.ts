@@ -36,11 +36,16 @@ const DatabaseLive = Layer.effect(
   Database,
   Effect.acquireRelease(
     Effect.tryPromise(() =>
-      openDatabase(config, { log: (line) => (config.logLevel === "debug" ? process.stderr.write(`${line}\n`) : undefined) }),
+      openDatabase(config, {
+        log: (line) => (config.logLevel === "debug" ? process.stderr.write(`${line}\n`) : undefined),
+      }),
     ).pipe(
       Effect.tap((db) =>
         Effect.logInfo("database ready").pipe(
-          Effect.annotateLogs({ embedded: config.databaseUrl === undefined, url: db.url.replace(/:[^:@/]*@/, ":***@") }),
+          Effect.annotateLogs({
+            embedded: config.databaseUrl === undefined,
+            url: db.url.replace(/:[^:@/]*@/, ":***@"),
+          }),
         ),
       ),
     ),
@@ -65,13 +70,17 @@ const ProjectionsLive = Layer.effectDiscard(
   }),
 )
 
-const Ledger = Layer.mergeAll(LedgerWriter.layer(), ProjectionsLive).pipe(Layer.provideMerge(PostgresEventStoreLive))
+const Ledger = Layer.mergeAll(LedgerWriter.layer(), ProjectionsLive).pipe(
+  Layer.provideMerge(PostgresEventStoreLive),
+)
 
 const Platform = Layer.mergeAll(HttpServerLive(config.port), ExpirySweeperLive).pipe(
   Layer.provideMerge(Ledger),
   Layer.provideMerge(DatabaseLive),
   Layer.tap(() =>
-    Effect.logInfo("platform started").pipe(Effect.annotateLogs({ port: config.port, data_dir: config.dataDir })),
+    Effect.logInfo("platform started").pipe(
+      Effect.annotateLogs({ port: config.port, data_dir: config.dataDir }),
+    ),
   ),
 )
 
@@ -81,6 +90,8 @@ Layer.launch(Platform).pipe(
   NodeRuntime.runMain({
     // SIGINT/SIGTERM interrupt the platform; once every finalizer has run, that is a clean stop.
     teardown: (exit, onExit) =>
-      Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? onExit(0) : Runtime.defaultTeardown(exit, onExit),
+      Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause)
+        ? onExit(0)
+        : Runtime.defaultTeardown(exit, onExit),
   }),
 )

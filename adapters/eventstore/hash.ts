@@ -35,7 +35,8 @@ const writeCanonical = (value: unknown, path: string, depth: number, out: string
     out.push(JSON.stringify(value))
     return
   }
-  if (typeof value !== "object") throw new CanonicalJsonError(`${path}: ${typeof value} values have no JSON form`)
+  if (typeof value !== "object")
+    throw new CanonicalJsonError(`${path}: ${typeof value} values have no JSON form`)
   if (Array.isArray(value)) {
     out.push("[")
     for (let index = 0; index < value.length; index += 1) {

@@ -14,7 +14,10 @@ export interface Migration {
 /** An arbitrary constant: the advisory lock key that serialises migration runners. */
 const migration_lock_key = 7_201_415_001
 
-export const runMigrations = async (pool: pg.Pool, migrations: ReadonlyArray<Migration>): Promise<number[]> => {
+export const runMigrations = async (
+  pool: pg.Pool,
+  migrations: ReadonlyArray<Migration>,
+): Promise<number[]> => {
   const versions = migrations.map((m) => m.version)
   if (new Set(versions).size !== versions.length) throw new Error("duplicate migration versions")
   const client = await pool.connect()
@@ -29,7 +32,9 @@ export const runMigrations = async (pool: pg.Pool, migrations: ReadonlyArray<Mig
            applied_at timestamptz not null default now())`,
       )
       const done = new Set(
-        (await client.query<{ version: number }>("select version from schema_migrations")).rows.map((r) => r.version),
+        (await client.query<{ version: number }>("select version from schema_migrations")).rows.map(
+          (r) => r.version,
+        ),
       )
       for (const migration of [...migrations].sort((a, b) => a.version - b.version)) {
         if (done.has(migration.version)) continue

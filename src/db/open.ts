@@ -28,7 +28,10 @@ export const openDatabase = async (
   if (config.databaseUrl !== undefined) {
     url = config.databaseUrl
   } else {
-    const server = await startEmbedded({ dataDir: config.dataDir, ...(options.log ? { log: options.log } : {}) })
+    const server = await startEmbedded({
+      dataDir: config.dataDir,
+      ...(options.log ? { log: options.log } : {}),
+    })
     url = await ensureDatabase(server.url, embedded_database_name)
     stopServer = server.stop
   }

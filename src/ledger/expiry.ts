@@ -22,7 +22,7 @@ export const ledgersWithLapsedReservations = Effect.gen(function* () {
       `select distinct a.tenant, a.environment
        from read_model.ledger_transfers t
        join read_model.ledger_accounts a on a.stream_id = t.stream_id and a.account_id = t.debit_account_id
-       where t.status = 'pending' and t.expires_at <= now()
+       where t.status = 'pending' and t.expires_at is not null and t.expires_at <= now()
        limit $1`,
       [sweep_ledgers_max],
     ),
@@ -36,7 +36,11 @@ export const sweepExpiredReservations = Effect.gen(function* () {
   const ledgers = yield* ledgersWithLapsedReservations
   for (const ledger of ledgers) {
     yield* writer
-      .execute(ledger, { type: "ExpirePendingTransfers", now_ms: Date.now() }, { actor: "system:expiry", correlation_id: "expiry-sweep" })
+      .execute(
+        ledger,
+        { type: "ExpirePendingTransfers", now_ms: Date.now() },
+        { actor: "system:expiry", correlation_id: "expiry-sweep" },
+      )
       .pipe(Effect.catch((error) => Effect.logWarning("expiry sweep refused", { ledger, error: error._tag })))
   }
   return ledgers.length
@@ -45,7 +49,9 @@ export const sweepExpiredReservations = Effect.gen(function* () {
 export const ExpirySweeperLive = Layer.effectDiscard(
   Effect.forkScoped(
     sweepExpiredReservations.pipe(
-      Effect.catchDefect((defect) => Effect.logError("expiry sweep failed", String(defect)).pipe(Effect.as(0))),
+      Effect.catchDefect((defect) =>
+        Effect.logError("expiry sweep failed", String(defect)).pipe(Effect.as(0)),
+      ),
       Effect.repeat(Schedule.spaced(sweep_interval_ms)),
     ),
   ),

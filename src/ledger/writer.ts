@@ -14,20 +14,21 @@
 import { createHash } from "node:crypto"
 import { Context, Data, Effect, Layer, Result } from "effect"
 import type { LedgerCommand } from "../../domain/ledger/commands.ts"
-import { decideAndEvolve, evolve, initialState, type LedgerError, type LedgerState } from "../../domain/ledger/index.ts"
 import {
   type LedgerEvent,
   type LedgerId,
   ledgerEventSchemaVersion,
   ledgerStreamId,
 } from "../../domain/ledger/events.ts"
-import { uuidv7 } from "../ids.ts"
 import {
-  type EventMetadata,
-  EventStore,
-  type NewEvent,
-  type RecordedEvent,
-} from "../ports/event-store.ts"
+  decideAndEvolve,
+  evolve,
+  initialState,
+  type LedgerError,
+  type LedgerState,
+} from "../../domain/ledger/index.ts"
+import { uuidv7 } from "../ids.ts"
+import { type EventMetadata, EventStore, type NewEvent, type RecordedEvent } from "../ports/event-store.ts"
 
 /** Who sends a command and why; the ledger (tenant, environment) comes from the writer call. */
 export interface CommandContext {
@@ -166,7 +167,9 @@ export interface LedgerWriterService {
     context: CommandContext,
   ) => Effect.Effect<CommandResult, WriterError>
   /** The writer's view of a ledger (loading it if needed): state and stream version. */
-  readonly snapshot: (ledger: LedgerId) => Effect.Effect<{ readonly state: LedgerState; readonly version: number }>
+  readonly snapshot: (
+    ledger: LedgerId,
+  ) => Effect.Effect<{ readonly state: LedgerState; readonly version: number }>
 }
 
 export const makeLedgerWriter = (
@@ -224,7 +227,9 @@ export const makeLedgerWriter = (
       )
       for (const event of page) {
         if (event.stream_version !== slot.version + 1) {
-          throw new Error(`ledger ${slot.stream_id}: expected version ${slot.version + 1}, read ${event.stream_version}`)
+          throw new Error(
+            `ledger ${slot.stream_id}: expected version ${slot.version + 1}, read ${event.stream_version}`,
+          )
         }
         slot.state = evolve(slot.state, asLedgerEvent(event))
         slot.version = event.stream_version
@@ -235,7 +240,8 @@ export const makeLedgerWriter = (
           command.events.push(event)
         } else {
           closeCommand()
-          if (typeof fingerprint !== "string") throw new Error(`ledger ${slot.stream_id}: key ${key} without fingerprint`)
+          if (typeof fingerprint !== "string")
+            throw new Error(`ledger ${slot.stream_id}: key ${key} without fingerprint`)
           command = { key, fingerprint, events: [event] }
         }
       }
@@ -270,7 +276,10 @@ export const makeLedgerWriter = (
         const fingerprint = earlier?.fingerprint ?? inBatch?.fingerprint
         if (fingerprint !== undefined) {
           if (fingerprint !== waiter.fingerprint) {
-            decided.push({ waiter, outcome: { kind: "error", error: new IdempotencyKeyReused({ idempotency_key: key }) } })
+            decided.push({
+              waiter,
+              outcome: { kind: "error", error: new IdempotencyKeyReused({ idempotency_key: key }) },
+            })
           } else if (earlier !== undefined) {
             decided.push({ waiter, outcome: { kind: "replay", entry: earlier } })
           } else if (inBatch !== undefined) {
@@ -294,16 +303,24 @@ export const makeLedgerWriter = (
       }
       state = result.success.state
       if (key !== null) keysInBatch.set(key, { index: decided.length, fingerprint: waiter.fingerprint })
-      decided.push({ waiter, outcome: { kind: "events", from: events.length, count: result.success.events.length } })
+      decided.push({
+        waiter,
+        outcome: { kind: "events", from: events.length, count: result.success.events.length },
+      })
       result.success.events.forEach((event, index) => {
-        const withFingerprint = key !== null && index === 0 ? { ...metadata, command_fingerprint: waiter.fingerprint } : metadata
+        const withFingerprint =
+          key !== null && index === 0 ? { ...metadata, command_fingerprint: waiter.fingerprint } : metadata
         events.push(toNewEvent(event, withFingerprint, waiter.command.now_ms))
       })
     }
     return { state, events, decided }
   }
 
-  const settle = (slot: LedgerSlot, decided: ReadonlyArray<Outcome>, recorded: ReadonlyArray<RecordedEvent>) => {
+  const settle = (
+    slot: LedgerSlot,
+    decided: ReadonlyArray<Outcome>,
+    recorded: ReadonlyArray<RecordedEvent>,
+  ) => {
     const results: Array<CommandResult | undefined> = []
     for (const { waiter, outcome } of decided) {
       switch (outcome.kind) {
@@ -312,7 +329,8 @@ export const makeLedgerWriter = (
           const stream_version = events[events.length - 1]?.stream_version ?? slot.version
           const result: CommandResult = { events, stream_version, replayed: false }
           const key = waiter.context.idempotency_key ?? null
-          if (key !== null) slot.idempotency.set(key, { fingerprint: waiter.fingerprint, events, stream_version })
+          if (key !== null)
+            slot.idempotency.set(key, { fingerprint: waiter.fingerprint, events, stream_version })
           results.push(result)
           waiter.resolve(Result.succeed(result))
           break
@@ -351,7 +369,10 @@ export const makeLedgerWriter = (
    */
   const launchBatch = (slot: LedgerSlot): boolean => {
     const newest = slot.inFlight[slot.inFlight.length - 1]
-    const base = newest === undefined ? { state: slot.state, version: slot.version } : { state: newest.state, version: newest.version_after }
+    const base =
+      newest === undefined
+        ? { state: slot.state, version: slot.version }
+        : { state: newest.state, version: newest.version_after }
     const keysInFlight = new Set<string>()
     for (const flight of slot.inFlight) for (const key of flight.keys) keysInFlight.add(key)
     const batch: Array<Waiter> = []
@@ -369,10 +390,18 @@ export const makeLedgerWriter = (
     const done: Promise<FlightOutcome> =
       events.length === 0
         ? Promise.resolve({ kind: "appended", events: [], version: base.version })
-        : Effect.runPromise(Effect.result(store.append(slot.stream_id, base.version === 0 ? "no_stream" : base.version, events))).then(
+        : Effect.runPromise(
+            Effect.result(
+              store.append(slot.stream_id, base.version === 0 ? "no_stream" : base.version, events),
+            ),
+          ).then(
             (appended): FlightOutcome =>
               Result.isSuccess(appended)
-                ? { kind: "appended", events: appended.success.events, version: appended.success.next_expected_version }
+                ? {
+                    kind: "appended",
+                    events: appended.success.events,
+                    version: appended.success.next_expected_version,
+                  }
                 : { kind: "conflict" },
             (defect: unknown): FlightOutcome => ({ kind: "defect", defect }),
           )
@@ -387,7 +416,11 @@ export const makeLedgerWriter = (
       for (const waiter of batch) {
         waiter.conflicts += 1
         if (waiter.conflicts > conflict_retry_max) {
-          waiter.resolve(Result.fail(new ConcurrencyRetriesExhausted({ stream_id: slot.stream_id, attempts: waiter.conflicts })))
+          waiter.resolve(
+            Result.fail(
+              new ConcurrencyRetriesExhausted({ stream_id: slot.stream_id, attempts: waiter.conflicts }),
+            ),
+          )
         } else {
           again.push(waiter)
         }
@@ -460,7 +493,11 @@ export const makeLedgerWriter = (
       Effect.callback<Result.Result<CommandResult, WriterError>>((resume) => {
         const slot = slotOf(ledger)
         if (slot.queue.length >= queue_commands_max) {
-          resume(Effect.succeed(Result.fail(new LedgerOverloaded({ stream_id: slot.stream_id, queued: slot.queue.length }))))
+          resume(
+            Effect.succeed(
+              Result.fail(new LedgerOverloaded({ stream_id: slot.stream_id, queued: slot.queue.length })),
+            ),
+          )
           return
         }
         slot.queue.push({
@@ -487,7 +524,9 @@ export const makeLedgerWriter = (
   return { execute, snapshot }
 }
 
-export class LedgerWriter extends Context.Service<LedgerWriter, LedgerWriterService>()("platform/ledger/LedgerWriter") {
+export class LedgerWriter extends Context.Service<LedgerWriter, LedgerWriterService>()(
+  "platform/ledger/LedgerWriter",
+) {
   static readonly layer = (options: WriterOptions = {}) =>
     Layer.effect(
       LedgerWriter,

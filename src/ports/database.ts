@@ -5,4 +5,6 @@
 import { Context } from "effect"
 import type pg from "pg"
 
-export class Database extends Context.Service<Database, { readonly pool: pg.Pool }>()("platform/ports/Database") {}
+export class Database extends Context.Service<Database, { readonly pool: pg.Pool }>()(
+  "platform/ports/Database",
+) {}

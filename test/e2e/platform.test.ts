@@ -21,7 +21,10 @@ afterAll(() => fs.rmSync(dataDir, { recursive: true, force: true }))
 const startPlatform = async (port: number): Promise<ChildProcess> => {
   const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: "info" }
   delete env.DATABASE_URL
-  const child = spawn(process.execPath, [path.join(root, "src/main.ts")], { env, stdio: ["ignore", "pipe", "pipe"] })
+  const child = spawn(process.execPath, [path.join(root, "src/main.ts")], {
+    env,
+    stdio: ["ignore", "pipe", "pipe"],
+  })
   let output = ""
   child.stdout?.on("data", (chunk) => (output += chunk))
   child.stderr?.on("data", (chunk) => (output += chunk))
@@ -29,7 +32,9 @@ const startPlatform = async (port: number): Promise<ChildProcess> => {
   const deadline = Date.now() + 60_000
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`platform exited ${child.exitCode}: ${output}`)
-    const healthy = await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.ok).catch(() => false)
+    const healthy = await fetch(`http://127.0.0.1:${port}/health`)
+      .then((r) => r.ok)
+      .catch(() => false)
     if (healthy) return child
     await new Promise((r) => setTimeout(r, 200))
   }
@@ -68,16 +73,28 @@ describe("npm start", () => {
   it("starts on embedded defaults, serves health and OpenAPI, stops cleanly and keeps data across restarts", async () => {
     const port = await freePort()
     const first = await startPlatform(port)
-    expect(await fetch(`http://127.0.0.1:${port}/api/health`).then((r) => r.json())).toEqual({ status: "healthy" })
-    const openapi = (await fetch(`http://127.0.0.1:${port}/openapi.json`).then((r) => r.json())) as { paths: object }
+    expect(await fetch(`http://127.0.0.1:${port}/api/health`).then((r) => r.json())).toEqual({
+      status: "healthy",
+    })
+    const openapi = (await fetch(`http://127.0.0.1:${port}/openapi.json`).then((r) => r.json())) as {
+      paths: object
+    }
     expect(Object.keys(openapi.paths)).toContain("/health")
 
     // Write to the ledger through the running platform's database.
-    const postmasterPid = Number(fs.readFileSync(path.join(dataDir, "pg", "postmaster.pid"), "utf8").split("\n")[0])
+    const postmasterPid = Number(
+      fs.readFileSync(path.join(dataDir, "pg", "postmaster.pid"), "utf8").split("\n")[0],
+    )
     const pool = new pg.Pool({ connectionString: embeddedUrl() })
     const ledger = { tenant: "e2e", environment: "sandbox" }
     const opened = await Effect.runPromise(
-      Effect.result(makeLedgerWriter(makePostgresEventStore(pool)).execute(ledger, openAccount("kept", "wallet", Date.now()), { actor: "t", correlation_id: "c" })),
+      Effect.result(
+        makeLedgerWriter(makePostgresEventStore(pool)).execute(
+          ledger,
+          openAccount("kept", "wallet", Date.now()),
+          { actor: "t", correlation_id: "c" },
+        ),
+      ),
     )
     expect(Result.isSuccess(opened)).toBe(true)
     await pool.end()

@@ -33,9 +33,13 @@ const startLoad = (): { child: ChildProcess; acked: Promise<number[]> } => {
     concurrency: 16,
     load: { accounts: wallets, fee_account: "fees", amount_max: 1_000 },
   }
-  const child = spawn(process.execPath, [path.join(root, "test/support/writer-process.ts"), JSON.stringify(program)], {
-    stdio: ["ignore", "pipe", "inherit"],
-  })
+  const child = spawn(
+    process.execPath,
+    [path.join(root, "test/support/writer-process.ts"), JSON.stringify(program)],
+    {
+      stdio: ["ignore", "pipe", "inherit"],
+    },
+  )
   const acked = new Promise<number[]>((resolve) => {
     const indexes: number[] = []
     let buffered = ""
@@ -66,7 +70,13 @@ describe("kill -9 of a writer under load", () => {
       ...wallets.map((w) => openAccount(w, "wallet", now)),
       ...wallets.map((w, i) => createTransfers([transfer(`fund${i}`, "world", w, 10n ** 12n)], now)),
     ]) {
-      expect(Result.isSuccess(await Effect.runPromise(Effect.result(setup.execute(ledger, command, { actor: "t", correlation_id: "c" }))))).toBe(true)
+      expect(
+        Result.isSuccess(
+          await Effect.runPromise(
+            Effect.result(setup.execute(ledger, command, { actor: "t", correlation_id: "c" })),
+          ),
+        ),
+      ).toBe(true)
     }
 
     const { child, acked } = startLoad()
@@ -98,7 +108,12 @@ describe("kill -9 of a writer under load", () => {
     // A fresh writer (the restarted process) loads the log and carries on.
     const restarted = makeLedgerWriter(makePostgresEventStore(db.pool))
     const after = await Effect.runPromise(
-      Effect.result(restarted.execute(ledger, createTransfers([transfer("after-restart", "w0", "w1", 5n)], Date.now()), { actor: "t", correlation_id: "c" })),
+      Effect.result(
+        restarted.execute(ledger, createTransfers([transfer("after-restart", "w0", "w1", 5n)], Date.now()), {
+          actor: "t",
+          correlation_id: "c",
+        }),
+      ),
     )
     expect(Result.isSuccess(after)).toBe(true)
     await Effect.runPromise(store.close)

@@ -163,9 +163,14 @@ describe("eventHashCanonical", () => {
             schema_version: 1,
             recorded_at: "2026-11-22T01:02:03.456Z",
           }
-          expect(eventHashCanonical(GENESIS_HASH, fields, canonicalJson(plain.data), canonicalJson(plain.metadata))).toBe(
-            eventHash(GENESIS_HASH, { ...fields, data: plain.data, metadata: plain.metadata }),
-          )
+          expect(
+            eventHashCanonical(
+              GENESIS_HASH,
+              fields,
+              canonicalJson(plain.data),
+              canonicalJson(plain.metadata),
+            ),
+          ).toBe(eventHash(GENESIS_HASH, { ...fields, data: plain.data, metadata: plain.metadata }))
         },
       ),
     )

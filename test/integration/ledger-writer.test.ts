@@ -3,11 +3,11 @@
 import { Effect, Result } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { makePostgresEventStore } from "../../adapters/eventstore/postgres/event-store.ts"
-import { type LedgerState, evolve, initialState } from "../../domain/ledger/index.ts"
 import type { LedgerEvent } from "../../domain/ledger/events.ts"
 import { ledgerStreamId } from "../../domain/ledger/events.ts"
-import type { EventStore } from "../../src/ports/event-store.ts"
+import { evolve, initialState, type LedgerState } from "../../domain/ledger/index.ts"
 import { type LedgerWriterService, makeLedgerWriter } from "../../src/ledger/writer.ts"
+import type { EventStore } from "../../src/ports/event-store.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { createTransfers, openAccount, transfer } from "../support/ledger-fixtures.ts"
 
@@ -21,13 +21,22 @@ afterAll(async () => {
   await db.drop()
 })
 
-const ctx = (idempotency_key: string | null = null) => ({ actor: "test", correlation_id: "c", idempotency_key })
+const ctx = (idempotency_key: string | null = null) => ({
+  actor: "test",
+  correlation_id: "c",
+  idempotency_key,
+})
 const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(Effect.result(effect))
 let ledgerCounter = 0
 const newLedger = () => ({ tenant: `tenant${++ledgerCounter}`, environment: "sandbox" })
 
 /** Opens a world account and `wallets` wallets funded with `funding` each. */
-const setup = async (writer: LedgerWriterService, ledger: { tenant: string; environment: string }, wallets: number, funding: bigint) => {
+const setup = async (
+  writer: LedgerWriterService,
+  ledger: { tenant: string; environment: string },
+  wallets: number,
+  funding: bigint,
+) => {
   const now = 1_700_000_000_000
   for (const id of ["world", "fees", ...Array.from({ length: wallets }, (_, i) => `w${i}`)]) {
     const kind = id === "world" ? "world" : id === "fees" ? "fee_revenue" : "wallet"
@@ -35,7 +44,9 @@ const setup = async (writer: LedgerWriterService, ledger: { tenant: string; envi
     expect(Result.isSuccess(opened)).toBe(true)
   }
   for (let i = 0; i < wallets; i++) {
-    const funded = await run(writer.execute(ledger, createTransfers([transfer(`fund${i}`, "world", `w${i}`, funding)], now), ctx()))
+    const funded = await run(
+      writer.execute(ledger, createTransfers([transfer(`fund${i}`, "world", `w${i}`, funding)], now), ctx()),
+    )
     expect(Result.isSuccess(funded)).toBe(true)
   }
 }
@@ -43,7 +54,8 @@ const setup = async (writer: LedgerWriterService, ledger: { tenant: string; envi
 const foldStream = async (streamId: string): Promise<{ state: LedgerState; versions: number[] }> => {
   const events = await Effect.runPromise(store.readStream(streamId))
   let state = initialState
-  for (const event of events) state = evolve(state, { type: event.event_type, data: event.data } as unknown as LedgerEvent)
+  for (const event of events)
+    state = evolve(state, { type: event.event_type, data: event.data } as unknown as LedgerEvent)
   return { state, versions: events.map((e) => e.stream_version) }
 }
 
@@ -65,7 +77,9 @@ describe("LedgerWriter", () => {
     const writer = makeLedgerWriter(store)
     const ledger = newLedger()
     await setup(writer, ledger, 1, 1_000n)
-    const result = await run(writer.execute(ledger, createTransfers([transfer("t1", "w0", "fees", 5n)], 1_700_000_000_001), ctx()))
+    const result = await run(
+      writer.execute(ledger, createTransfers([transfer("t1", "w0", "fees", 5n)], 1_700_000_000_001), ctx()),
+    )
     if (!Result.isSuccess(result)) throw new Error("expected success")
     const stream = await Effect.runPromise(store.readStream(ledgerStreamId(ledger)))
     expect(stream.map((e) => e.event_id)).toContain(result.success.events[0]?.event_id)
@@ -80,7 +94,13 @@ describe("LedgerWriter", () => {
     const before = counter.appends
     const results = await Promise.all(
       Array.from({ length: 400 }, (_, i) =>
-        run(writer.execute(ledger, createTransfers([transfer(`x${i}`, `w${i % 4}`, `w${(i + 1) % 4}`, 1n)], 1_700_000_000_100), ctx())),
+        run(
+          writer.execute(
+            ledger,
+            createTransfers([transfer(`x${i}`, `w${i % 4}`, `w${(i + 1) % 4}`, 1n)], 1_700_000_000_100),
+            ctx(),
+          ),
+        ),
       ),
     )
     expect(results.every(Result.isSuccess)).toBe(true)
@@ -97,7 +117,9 @@ describe("LedgerWriter", () => {
     const ledger = newLedger()
     await setup(writer, ledger, 2, 100n)
     const before = await Effect.runPromise(store.streamVersion(ledgerStreamId(ledger)))
-    const result = await run(writer.execute(ledger, createTransfers([transfer("big", "w0", "w1", 101n)], 1_700_000_000_200), ctx()))
+    const result = await run(
+      writer.execute(ledger, createTransfers([transfer("big", "w0", "w1", 101n)], 1_700_000_000_200), ctx()),
+    )
     expect(Result.isFailure(result) && result.failure._tag).toBe("InsufficientFunds")
     expect(await Effect.runPromise(store.streamVersion(ledgerStreamId(ledger)))).toBe(before)
   })
@@ -107,7 +129,9 @@ describe("LedgerWriter", () => {
     const ledger = newLedger()
     await setup(writer, ledger, 2, 1_000n)
     const command = createTransfers([transfer("once", "w0", "w1", 10n)], 1_700_000_000_300)
-    const results = await Promise.all(Array.from({ length: 20 }, () => run(writer.execute(ledger, command, ctx("key-1")))))
+    const results = await Promise.all(
+      Array.from({ length: 20 }, () => run(writer.execute(ledger, command, ctx("key-1")))),
+    )
     const successes = results.filter(Result.isSuccess)
     expect(successes).toHaveLength(20)
     expect(successes.filter((r) => !r.success.replayed)).toHaveLength(1)
@@ -121,16 +145,36 @@ describe("LedgerWriter", () => {
     const ledger = newLedger()
     const first = makeLedgerWriter(store)
     await setup(first, ledger, 2, 1_000n)
-    const original = await run(first.execute(ledger, createTransfers([transfer("k1", "w0", "w1", 7n)], 1_700_000_000_400), ctx("key-2")))
+    const original = await run(
+      first.execute(
+        ledger,
+        createTransfers([transfer("k1", "w0", "w1", 7n)], 1_700_000_000_400),
+        ctx("key-2"),
+      ),
+    )
     if (!Result.isSuccess(original)) throw new Error("expected success")
-    const other = await run(first.execute(ledger, createTransfers([transfer("k2", "w0", "w1", 8n)], 1_700_000_000_401), ctx("key-2")))
+    const other = await run(
+      first.execute(
+        ledger,
+        createTransfers([transfer("k2", "w0", "w1", 8n)], 1_700_000_000_401),
+        ctx("key-2"),
+      ),
+    )
     expect(Result.isFailure(other) && other.failure._tag).toBe("IdempotencyKeyReused")
     // A new writer (as after a restart) loads the key from the log.
     const restarted = makeLedgerWriter(store)
-    const retry = await run(restarted.execute(ledger, createTransfers([transfer("k1", "w0", "w1", 7n)], 1_700_000_009_999), ctx("key-2")))
+    const retry = await run(
+      restarted.execute(
+        ledger,
+        createTransfers([transfer("k1", "w0", "w1", 7n)], 1_700_000_009_999),
+        ctx("key-2"),
+      ),
+    )
     if (!Result.isSuccess(retry)) throw new Error("expected success")
     expect(retry.success.replayed).toBe(true)
-    expect(retry.success.events.map((e) => e.event_id)).toEqual(original.success.events.map((e) => e.event_id))
+    expect(retry.success.events.map((e) => e.event_id)).toEqual(
+      original.success.events.map((e) => e.event_id),
+    )
   })
 
   it("two writers on one ledger: every command lands once, versions stay contiguous, nobody is overdrawn", async () => {
@@ -139,9 +183,14 @@ describe("LedgerWriter", () => {
     const b = makeLedgerWriter(makePostgresEventStore(db.pool))
     await setup(a, ledger, 3, 50n)
     const commands = Array.from({ length: 120 }, (_, i) =>
-      createTransfers([transfer(`m${i}`, `w${i % 3}`, `w${(i + 2) % 3}`, BigInt(1 + (i % 7)))], 1_700_000_001_000 + i),
+      createTransfers(
+        [transfer(`m${i}`, `w${i % 3}`, `w${(i + 2) % 3}`, BigInt(1 + (i % 7)))],
+        1_700_000_001_000 + i,
+      ),
     )
-    const results = await Promise.all(commands.map((c, i) => run((i % 2 === 0 ? a : b).execute(ledger, c, ctx()))))
+    const results = await Promise.all(
+      commands.map((c, i) => run((i % 2 === 0 ? a : b).execute(ledger, c, ctx()))),
+    )
     const failures = results.filter(Result.isFailure).map((r) => r.failure._tag)
     expect(failures.every((tag) => tag === "InsufficientFunds")).toBe(true)
     const { state, versions } = await foldStream(ledgerStreamId(ledger))
@@ -152,7 +201,8 @@ describe("LedgerWriter", () => {
     for (const id of ["w0", "w1", "w2"]) {
       const account = state.accounts.get(id)
       expect(account).toBeDefined()
-      if (account) expect(account.debits_posted + account.debits_pending).toBeLessThanOrEqual(account.credits_posted)
+      if (account)
+        expect(account.debits_posted + account.debits_pending).toBeLessThanOrEqual(account.credits_posted)
     }
   })
 })

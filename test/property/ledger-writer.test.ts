@@ -7,6 +7,7 @@ import { Effect, Result } from "effect"
 import fc from "fast-check"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { makePostgresEventStore } from "../../adapters/eventstore/postgres/event-store.ts"
+import type { LedgerCommand } from "../../domain/ledger/commands.ts"
 import {
   checkDoubleEntry,
   evolve,
@@ -16,7 +17,6 @@ import {
   ledgerStreamId,
   withinLimits,
 } from "../../domain/ledger/index.ts"
-import type { LedgerCommand } from "../../domain/ledger/commands.ts"
 import { makeLedgerWriter } from "../../src/ledger/writer.ts"
 import type { EventStore } from "../../src/ports/event-store.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
@@ -36,7 +36,11 @@ afterAll(async () => {
 const wallets = ["w0", "w1", "w2", "w3"]
 const t0 = 1_700_000_000_000
 let ledgerCounter = 0
-const ctx = (idempotency_key: string | null = null) => ({ actor: "property", correlation_id: "p", idempotency_key })
+const ctx = (idempotency_key: string | null = null) => ({
+  actor: "property",
+  correlation_id: "p",
+  idempotency_key,
+})
 
 const openLedger = async (funding: bigint) => {
   const ledger = { tenant: `prop${++ledgerCounter}`, environment: "sandbox" }
@@ -71,9 +75,23 @@ const jsonCommand = (command: LedgerCommand): Record<string, unknown> =>
 
 /** One random operation of a process: a payment with fee, a reservation, or the post/void of one. */
 const operation = fc.oneof(
-  fc.record({ kind: fc.constant("pay" as const), from: fc.nat(3), to: fc.nat(2), amount: fc.integer({ min: 1, max: 60 }) }),
-  fc.record({ kind: fc.constant("reserve" as const), from: fc.nat(3), to: fc.nat(2), amount: fc.integer({ min: 1, max: 60 }) }),
-  fc.record({ kind: fc.constant("post" as const), target: fc.nat(30), amount: fc.integer({ min: 1, max: 60 }) }),
+  fc.record({
+    kind: fc.constant("pay" as const),
+    from: fc.nat(3),
+    to: fc.nat(2),
+    amount: fc.integer({ min: 1, max: 60 }),
+  }),
+  fc.record({
+    kind: fc.constant("reserve" as const),
+    from: fc.nat(3),
+    to: fc.nat(2),
+    amount: fc.integer({ min: 1, max: 60 }),
+  }),
+  fc.record({
+    kind: fc.constant("post" as const),
+    target: fc.nat(30),
+    amount: fc.integer({ min: 1, max: 60 }),
+  }),
   fc.record({ kind: fc.constant("void" as const), target: fc.nat(30) }),
 )
 type Operation = typeof operation extends fc.Arbitrary<infer T> ? T : never
@@ -90,7 +108,10 @@ const toSteps = (processId: string, operations: ReadonlyArray<Operation>): Progr
         return {
           command: jsonCommand(
             createTransfers(
-              [transfer(`pay-${id}`, wallets[op.from] ?? "w0", payee(op.from, op.to), BigInt(op.amount)), transfer(`fee-${id}`, wallets[op.from] ?? "w0", "fees", 1n)],
+              [
+                transfer(`pay-${id}`, wallets[op.from] ?? "w0", payee(op.from, op.to), BigInt(op.amount)),
+                transfer(`fee-${id}`, wallets[op.from] ?? "w0", "fees", 1n),
+              ],
               now,
               `g-${id}`,
             ),
@@ -100,13 +121,43 @@ const toSteps = (processId: string, operations: ReadonlyArray<Operation>): Progr
       case "reserve":
         return {
           command: jsonCommand(
-            createTransfers([transfer(`res-${processId}-${i}`, wallets[op.from] ?? "w0", payee(op.from, op.to), BigInt(op.amount), { pending: { timeout_ms: 0 } })], now),
+            createTransfers(
+              [
+                transfer(
+                  `res-${processId}-${i}`,
+                  wallets[op.from] ?? "w0",
+                  payee(op.from, op.to),
+                  BigInt(op.amount),
+                  { pending: { timeout_ms: 0 } },
+                ),
+              ],
+              now,
+            ),
           ),
         }
       case "post":
-        return { command: jsonCommand({ type: "PostPendingTransfer", transfer_id: `post-${id}`, pending_id: `res-${processId}-${op.target}`, amount: BigInt(op.amount), now_ms: now }) }
+        return {
+          command: jsonCommand({
+            type: "PostPendingTransfer",
+            transfer_id: `post-${id}`,
+            pending_id: `res-${processId}-${op.target}`,
+            amount: BigInt(op.amount),
+            now_ms: now,
+          }),
+        }
       case "void":
-        return { command: jsonCommand({ type: "VoidPendingTransfer", transfer_id: `void-${id}`, pending_id: `res-${processId}-${op.target}`, now_ms: now }) }
+        return {
+          command: jsonCommand({
+            type: "VoidPendingTransfer",
+            transfer_id: `void-${id}`,
+            pending_id: `res-${processId}-${op.target}`,
+            now_ms: now,
+          }),
+        }
+      default: {
+        const unreachable: never = op
+        throw new Error(`unknown operation ${JSON.stringify(unreachable)}`)
+      }
     }
   })
 
@@ -118,9 +169,13 @@ interface Ack {
 
 const runProcess = (program: Program): Promise<Ack[]> =>
   new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(import.meta.dirname, "../support/writer-process.ts"), JSON.stringify(program)], {
-      stdio: ["ignore", "pipe", "pipe"],
-    })
+    const child = spawn(
+      process.execPath,
+      [path.join(import.meta.dirname, "../support/writer-process.ts"), JSON.stringify(program)],
+      {
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    )
     let out = ""
     let err = ""
     child.stdout.on("data", (chunk) => (out += chunk))
@@ -128,37 +183,61 @@ const runProcess = (program: Program): Promise<Ack[]> =>
     child.on("error", reject)
     child.on("close", (code) => {
       if (code !== 0) reject(new Error(`writer process exited ${code}: ${err}`))
-      else resolve(out.trim().split("\n").filter(Boolean).map((line) => JSON.parse(line) as Ack))
+      else
+        resolve(
+          out
+            .trim()
+            .split("\n")
+            .filter(Boolean)
+            .map((line) => JSON.parse(line) as Ack),
+        )
     })
   })
 
 describe("ledger through the writer", () => {
   it("two writer processes: never overdrawn, conserved, every acknowledged command recorded once", async () => {
     await fc.assert(
-      fc.asyncProperty(fc.array(operation, { minLength: 5, maxLength: 40 }), fc.array(operation, { minLength: 5, maxLength: 40 }), async (opsA, opsB) => {
-        const ledger = await openLedger(100n)
-        const program = (id: string, ops: ReadonlyArray<Operation>): Program => ({
-          database_url: db.url,
-          tenant: ledger.tenant,
-          environment: ledger.environment,
-          concurrency: 4,
-          steps: toSteps(id, ops),
-        })
-        const [acksA, acksB] = await Promise.all([runProcess(program("A", opsA)), runProcess(program("B", opsB))])
-        const state = await foldChecked(ledgerStreamId(ledger))
-        expect(checkDoubleEntry(state.accounts.values()).balanced).toBe(true)
-        for (const [acks, steps] of [[acksA, program("A", opsA).steps ?? []], [acksB, program("B", opsB).steps ?? []]] as const) {
-          expect(acks).toHaveLength(steps.length)
-          for (const ack of acks) {
-            const step = steps[ack.index]
-            const command = step?.command as { type: string; transfers?: Array<{ transfer_id: string }>; transfer_id?: string }
-            const ids = command.transfers?.map((t) => t.transfer_id) ?? [command.transfer_id ?? ""]
-            // Acknowledged: all its transfers are in the ledger; refused: none of them is.
-            for (const id of ids) expect(state.transfers.has(id)).toBe(ack.ok)
-            if (!ack.ok) expect(ack.error).toMatch(/InsufficientFunds|LinkedTransferFailed|PendingTransfer|PostAmountExceedsPending/)
+      fc.asyncProperty(
+        fc.array(operation, { minLength: 5, maxLength: 40 }),
+        fc.array(operation, { minLength: 5, maxLength: 40 }),
+        async (opsA, opsB) => {
+          const ledger = await openLedger(100n)
+          const program = (id: string, ops: ReadonlyArray<Operation>): Program => ({
+            database_url: db.url,
+            tenant: ledger.tenant,
+            environment: ledger.environment,
+            concurrency: 4,
+            steps: toSteps(id, ops),
+          })
+          const [acksA, acksB] = await Promise.all([
+            runProcess(program("A", opsA)),
+            runProcess(program("B", opsB)),
+          ])
+          const state = await foldChecked(ledgerStreamId(ledger))
+          expect(checkDoubleEntry(state.accounts.values()).balanced).toBe(true)
+          for (const [acks, steps] of [
+            [acksA, program("A", opsA).steps ?? []],
+            [acksB, program("B", opsB).steps ?? []],
+          ] as const) {
+            expect(acks).toHaveLength(steps.length)
+            for (const ack of acks) {
+              const step = steps[ack.index]
+              const command = step?.command as {
+                type: string
+                transfers?: Array<{ transfer_id: string }>
+                transfer_id?: string
+              }
+              const ids = command.transfers?.map((t) => t.transfer_id) ?? [command.transfer_id ?? ""]
+              // Acknowledged: all its transfers are in the ledger; refused: none of them is.
+              for (const id of ids) expect(state.transfers.has(id)).toBe(ack.ok)
+              if (!ack.ok)
+                expect(ack.error).toMatch(
+                  /InsufficientFunds|LinkedTransferFailed|PendingTransfer|PostAmountExceedsPending/,
+                )
+            }
           }
-        }
-      }),
+        },
+      ),
       { numRuns: 4 },
     )
   })
@@ -166,18 +245,33 @@ describe("ledger through the writer", () => {
   it("idempotency: retried commands (same key) change nothing beyond the first execution", async () => {
     await fc.assert(
       fc.asyncProperty(
-        fc.array(fc.record({ from: fc.nat(3), to: fc.nat(2), amount: fc.integer({ min: 1, max: 80 }), repeats: fc.integer({ min: 1, max: 3 }) }), { minLength: 1, maxLength: 25 }),
+        fc.array(
+          fc.record({
+            from: fc.nat(3),
+            to: fc.nat(2),
+            amount: fc.integer({ min: 1, max: 80 }),
+            repeats: fc.integer({ min: 1, max: 3 }),
+          }),
+          { minLength: 1, maxLength: 25 },
+        ),
         async (payments) => {
           const ledger = await openLedger(200n)
           const writer = makeLedgerWriter(store)
           const commands = payments.map((p, i) => ({
             key: `idem-${i}`,
-            command: createTransfers([transfer(`ip-${i}`, wallets[p.from] ?? "w0", payee(p.from, p.to), BigInt(p.amount))], t0 + 10 + i),
+            command: createTransfers(
+              [transfer(`ip-${i}`, wallets[p.from] ?? "w0", payee(p.from, p.to), BigInt(p.amount))],
+              t0 + 10 + i,
+            ),
             repeats: p.repeats,
           }))
           const firstResults = []
           for (const { key, command, repeats } of commands) {
-            const runs = await Promise.all(Array.from({ length: repeats }, () => Effect.runPromise(Effect.result(writer.execute(ledger, command, ctx(key))))))
+            const runs = await Promise.all(
+              Array.from({ length: repeats }, () =>
+                Effect.runPromise(Effect.result(writer.execute(ledger, command, ctx(key)))),
+              ),
+            )
             firstResults.push(runs)
             const tags = new Set(runs.map((r) => (Result.isSuccess(r) ? "ok" : r.failure._tag)))
             expect(tags.size).toBe(1)
@@ -185,8 +279,12 @@ describe("ledger through the writer", () => {
           // The same ledger built without any retry has identical balances.
           const single = await openLedger(200n)
           const once = makeLedgerWriter(store)
-          for (const { command } of commands) await Effect.runPromise(Effect.result(once.execute(single, command, ctx())))
-          const [a, b] = await Promise.all([foldChecked(ledgerStreamId(ledger)), foldChecked(ledgerStreamId(single))])
+          for (const { command } of commands)
+            await Effect.runPromise(Effect.result(once.execute(single, command, ctx())))
+          const [a, b] = await Promise.all([
+            foldChecked(ledgerStreamId(ledger)),
+            foldChecked(ledgerStreamId(single)),
+          ])
           for (const w of wallets) expect(a.accounts.get(w)).toEqual(b.accounts.get(w))
           // Retrying every command that succeeded, later and through a fresh writer, is still free of
           // effect. (A rejected command wrote nothing and consumed no key: its retry decides again.)
@@ -210,8 +308,12 @@ describe("ledger through the writer", () => {
         const ledger = await openLedger(100n)
         const live = makeLedgerWriter(store)
         for (const step of toSteps("R", ops)) {
-          const command = JSON.parse(JSON.stringify(step.command), (k, v) => (k === "amount" && typeof v === "string" ? BigInt(v) : v)) as LedgerCommand
-          await Effect.runPromise(Effect.result(live.execute(ledger, command, ctx(step.idempotency_key ?? null))))
+          const command = JSON.parse(JSON.stringify(step.command), (k, v) =>
+            k === "amount" && typeof v === "string" ? BigInt(v) : v,
+          ) as LedgerCommand
+          await Effect.runPromise(
+            Effect.result(live.execute(ledger, command, ctx(step.idempotency_key ?? null))),
+          )
         }
         const liveView = await Effect.runPromise(live.snapshot(ledger))
         const loaded = await Effect.runPromise(makeLedgerWriter(store).snapshot(ledger))

@@ -4,7 +4,12 @@
 import type { CreateTransfers, OpenAccount, TransferSpec } from "../../domain/ledger/commands.ts"
 import type { AccountKind, AssetRecord } from "../../domain/ledger/events.ts"
 
-export const usdcEthereum: AssetRecord = { code: "USDC@ethereum", symbol: "USDC", chain: "ethereum", decimals: 6 }
+export const usdcEthereum: AssetRecord = {
+  code: "USDC@ethereum",
+  symbol: "USDC",
+  chain: "ethereum",
+  decimals: 6,
+}
 
 /** A wallet cannot be overdrawn; the world account (money from outside) can go below zero. */
 export const openAccount = (
@@ -32,7 +37,15 @@ export const transfer = (
   credit_account_id: string,
   amount: bigint,
   extra: Partial<TransferSpec> = {},
-): TransferSpec => ({ transfer_id, debit_account_id, credit_account_id, amount, code: 1, user_data: null, ...extra })
+): TransferSpec => ({
+  transfer_id,
+  debit_account_id,
+  credit_account_id,
+  amount,
+  code: 1,
+  user_data: null,
+  ...extra,
+})
 
 export const createTransfers = (
   transfers: ReadonlyArray<TransferSpec>,

@@ -25,12 +25,16 @@ export interface Program {
   readonly concurrency: number
   readonly steps?: ReadonlyArray<ProgramStep>
   /** Instead of steps: pay random amounts between these accounts until killed. */
-  readonly load?: { readonly accounts: ReadonlyArray<string>; readonly fee_account: string; readonly amount_max: number }
+  readonly load?: {
+    readonly accounts: ReadonlyArray<string>
+    readonly fee_account: string
+    readonly amount_max: number
+  }
 }
 
 const reviveAmounts = (command: Record<string, unknown>): LedgerCommand =>
   JSON.parse(JSON.stringify(command), (key, value) =>
-    (key === "amount" && typeof value === "string") ? BigInt(value) : value,
+    key === "amount" && typeof value === "string" ? BigInt(value) : value,
   ) as LedgerCommand
 
 const main = async () => {
@@ -83,8 +87,22 @@ const main = async () => {
               group_id: `g-${id}`,
               now_ms: Date.now(),
               transfers: [
-                { transfer_id: `p-${id}`, debit_account_id: payer, credit_account_id: payee, amount: String(amount), code: 1, user_data: null },
-                { transfer_id: `f-${id}`, debit_account_id: payer, credit_account_id: fee_account, amount: "1", code: 2, user_data: null },
+                {
+                  transfer_id: `p-${id}`,
+                  debit_account_id: payer,
+                  credit_account_id: payee,
+                  amount: String(amount),
+                  code: 1,
+                  user_data: null,
+                },
+                {
+                  transfer_id: `f-${id}`,
+                  debit_account_id: payer,
+                  credit_account_id: fee_account,
+                  amount: "1",
+                  code: 2,
+                  user_data: null,
+                },
               ],
             },
           },

@@ -248,19 +248,19 @@ const callAppend = async (
     name: "event_store_append",
     text: appendFunctionSql,
     values: [
-    stream_id,
-    base.version,
-    base.last_hash,
-    recorded_at,
-    chained.map((c) => c.event.stream_version),
-    chained.map((c) => c.event.event_id),
-    chained.map((c) => c.event.event_type),
-    chained.map((c) => c.event.schema_version),
-    `[${chained.map((c) => c.data_json).join(",")}]`,
-    `[${chained.map((c) => c.metadata_json).join(",")}]`,
-    chained.map((c) => `\\x${c.event.hash}`),
-    chained.map((c) => `\\x${c.event.prev_hash}`),
-    channel,
+      stream_id,
+      base.version,
+      base.last_hash,
+      recorded_at,
+      chained.map((c) => c.event.stream_version),
+      chained.map((c) => c.event.event_id),
+      chained.map((c) => c.event.event_type),
+      chained.map((c) => c.event.schema_version),
+      `[${chained.map((c) => c.data_json).join(",")}]`,
+      `[${chained.map((c) => c.metadata_json).join(",")}]`,
+      chained.map((c) => `\\x${c.event.hash}`),
+      chained.map((c) => `\\x${c.event.prev_hash}`),
+      channel,
     ],
   })
   const first = found.rows[0]
@@ -319,18 +319,22 @@ const appendRows = async (
     const recorded_at = new Date().toISOString()
     const chained = chainEvents(stream_id, base, events, recorded_at)
     const chainedLast = chained.at(-1)
-    if (chainedLast !== undefined) onChained({ version: chainedLast.event.stream_version, last_hash: chainedLast.event.hash })
+    if (chainedLast !== undefined)
+      onChained({ version: chainedLast.event.stream_version, last_hash: chainedLast.event.hash })
     let outcome: ChainedOutcome
     try {
       outcome = await callAppend(client, channel, stream_id, base, recorded_at, chained)
     } catch (error) {
-      if (isLostRace(error)) return { _tag: "WrongVersion", actual: await committedVersion(client, stream_id) }
+      if (isLostRace(error))
+        return { _tag: "WrongVersion", actual: await committedVersion(client, stream_id) }
       throw error
     }
     if (outcome._tag === "Appended") {
       const last = chained.at(-1)
       assert(last !== undefined, "nothing was appended")
-      const recorded = chained.map((c, index): RecordedEvent => ({ ...c.event, global_position: outcome.positions[index] ?? 0n }))
+      const recorded = chained.map(
+        (c, index): RecordedEvent => ({ ...c.event, global_position: outcome.positions[index] ?? 0n }),
+      )
       return {
         _tag: "Appended",
         result: {
@@ -343,10 +347,13 @@ const appendRows = async (
     }
     // The head moved (or our guess of its hash was stale). With an exact expectation a different
     // version is final; otherwise read the head and try again.
-    if (expected !== "any" && outcome.actual !== base.version) return { _tag: "WrongVersion", actual: outcome.actual }
+    if (expected !== "any" && outcome.actual !== base.version)
+      return { _tag: "WrongVersion", actual: outcome.actual }
     base = undefined
   }
-  throw new Error(`event store: append to ${stream_id} kept racing other appenders (${append_attempt_max} attempts)`)
+  throw new Error(
+    `event store: append to ${stream_id} kept racing other appenders (${append_attempt_max} attempts)`,
+  )
 }
 
 /** An empty append writes nothing but still checks the expected version. */
@@ -418,7 +425,10 @@ const makeCommitNotifier = (pool: pg.Pool, channel: string, wakeLocal: () => voi
         const streams = [...pending]
         pending = new Set()
         await pool
-          .query("select pg_notify($1, stream_id) from unnest($2::text[]) as s(stream_id)", [channel, streams])
+          .query("select pg_notify($1, stream_id) from unnest($2::text[]) as s(stream_id)", [
+            channel,
+            streams,
+          ])
           .catch(() => {})
         // Under load, one notification per interval carries every stream appended meanwhile.
         await new Promise((resolve) => setTimeout(resolve, notify_interval_ms))
@@ -600,8 +610,14 @@ export const makePostgresEventStore = (
       // The head is remembered as soon as the events are chained, before their commit: a pipelining
       // writer appends its next batch on top while this one commits. If this one fails, the next
       // one's base no longer matches the head and the database rejects it.
-      const outcome = await appendRows(pool, null, stream_id, expected, events, heads.get(stream_id), (head) =>
-        rememberHead(stream_id, head),
+      const outcome = await appendRows(
+        pool,
+        null,
+        stream_id,
+        expected,
+        events,
+        heads.get(stream_id),
+        (head) => rememberHead(stream_id, head),
       )
       if (outcome.head !== undefined) {
         // A later append may already be chained on top (pipelining): never move the head back.

@@ -1,0 +1,287 @@
+/**
+ * Proves the ledger command line as an operator runs it: a child process against a real database
+ * (DATABASE_URL), `verify` passing on an intact store and naming the one tampered event otherwise,
+ * `replay` reporting progress and leaving the same tables, `export` round-tripping in both formats,
+ * and bad arguments failing with exit code 2.
+ */
+import { spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { Effect } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { eventHash } from "../../adapters/eventstore/hash.ts"
+import {
+  makePostgresEventStore,
+  type PostgresEventStore,
+} from "../../adapters/eventstore/postgres/event-store.ts"
+import { live_schema, projectionTablesSql } from "../../projections/schema.ts"
+import { export_columns } from "../../src/cli/export.ts"
+import { uuidv7 } from "../../src/ids.ts"
+import { waitForStreamHead } from "../../src/ledger/queries.ts"
+import type { RecordedEvent } from "../../src/ports/event-store.ts"
+import { compareSchemas } from "../../src/projections/rebuild.ts"
+import { startProjection } from "../../src/projections/runner.ts"
+import { freshDatabase, type TestDatabase } from "../support/db.ts"
+import { syntheticLedger } from "../support/projections-fixture.ts"
+
+const cli = path.resolve(import.meta.dirname, "../../src/cli/main.ts")
+
+interface CliResult {
+  readonly code: number | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+const runCli = (args: ReadonlyArray<string>, env: Record<string, string> = {}): Promise<CliResult> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [cli, ...args], {
+      env: { ...process.env, DATABASE_URL: db.url, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+      stdout += chunk
+    })
+    child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
+      stderr += chunk
+    })
+    child.on("error", reject)
+    child.on("close", (code) => resolve({ code, stdout, stderr }))
+  })
+
+let db: TestDatabase
+let store: PostgresEventStore
+let tmp: string
+const sandbox = syntheticLedger({ tenant: "acme", environment: "sandbox", seed: 11, operation_count: 400 })
+const production = syntheticLedger({
+  tenant: "acme",
+  environment: "production",
+  seed: 12,
+  operation_count: 200,
+})
+
+beforeAll(async () => {
+  db = await freshDatabase()
+  store = makePostgresEventStore(db.pool)
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), "ledger-cli-"))
+  for (const ledger of [sandbox, production]) {
+    for (let from = 0; from < ledger.events.length; from += 50) {
+      await Effect.runPromise(store.append(ledger.stream_id, "any", ledger.events.slice(from, from + 50)))
+    }
+  }
+  // A stream that is not a ledger: verify checks its chain, the projection ignores it.
+  await Effect.runPromise(
+    store.append("tenant-acme", "no_stream", [
+      {
+        event_id: uuidv7(),
+        event_type: "TenantRegistered",
+        schema_version: 1,
+        data: { company_name: 'Acme, "Widgets"\nand more', plan: "professional" },
+        metadata: {
+          tenant: "acme",
+          environment: "sandbox",
+          actor: "test",
+          correlation_id: uuidv7(),
+          causation_id: null,
+          idempotency_key: null,
+        },
+      },
+    ]),
+  )
+  const runner = startProjection(db.pool, store, { batch_size: 200 })
+  for (const ledger of [sandbox, production]) await waitForStreamHead(db.pool, ledger.stream_id, 30_000)
+  await runner.stop()
+})
+
+afterAll(async () => {
+  await Effect.runPromise(store.close)
+  await db.drop()
+  fs.rmSync(tmp, { recursive: true, force: true })
+})
+
+const allEvents = async (): Promise<ReadonlyArray<RecordedEvent>> => Effect.runPromise(store.readAll({}))
+
+/** An event as the export writes it, for comparison. */
+const exported = (e: RecordedEvent) => ({
+  global_position: e.global_position.toString(),
+  stream_id: e.stream_id,
+  stream_version: e.stream_version,
+  event_id: e.event_id,
+  event_type: e.event_type,
+  schema_version: e.schema_version,
+  recorded_at: e.recorded_at,
+  hash: e.hash,
+  prev_hash: e.prev_hash,
+  data: e.data,
+  metadata: e.metadata,
+})
+
+/** RFC 4180 rows: quoted fields may hold commas, doubled quotes and line breaks. */
+const parseCsv = (text: string): string[][] => {
+  const rows: string[][] = []
+  let row: string[] = []
+  let field = ""
+  let quoted = false
+  for (let i = 0; i < text.length; i += 1) {
+    const c = text[i]
+    if (quoted) {
+      if (c === '"' && text[i + 1] === '"') {
+        field += '"'
+        i += 1
+      } else if (c === '"') quoted = false
+      else field += c
+    } else if (c === '"') quoted = true
+    else if (c === ",") {
+      row.push(field)
+      field = ""
+    } else if (c === "\r" && text[i + 1] === "\n") {
+      row.push(field)
+      rows.push(row)
+      row = []
+      field = ""
+      i += 1
+    } else field += c
+  }
+  return rows
+}
+
+describe("ledger CLI", () => {
+  it("prints help and exits 0", async () => {
+    const result = await runCli(["--help"])
+    expect(result.code).toBe(0)
+    expect(result.stdout).toMatch(/Usage: npm run ledger -- <command>/)
+    expect(result.stdout).toMatch(/verify/)
+  })
+
+  it.each([
+    { args: ["frobnicate"], message: /unknown command "frobnicate"/ },
+    { args: ["export", "--format", "xml"], message: /--format must be ndjson or csv/ },
+    {
+      args: ["export", "--stream", "a", "--ledger", "acme:sandbox"],
+      message: /--stream or --ledger, not both/,
+    },
+    { args: ["export", "--ledger", "acme"], message: /<tenant>:<environment>/ },
+    { args: ["export", "--from", "yesterday"], message: /--from must be an ISO 8601 time/ },
+    {
+      args: ["export", "--from", "2025-02-01T00:00:00Z", "--to", "2025-01-01T00:00:00Z"],
+      message: /--from must be before --to/,
+    },
+    { args: ["verify", "--fast"], message: /Unknown option '--fast'/ },
+    { args: ["replay", "--batch-size", "0"], message: /--batch-size must be an integer/ },
+  ])("rejects $args with exit code 2", async ({ args, message }) => {
+    const result = await runCli(args)
+    expect(result.code).toBe(2)
+    expect(result.stderr).toMatch(message)
+  })
+
+  it("verify passes on an intact store", async () => {
+    const result = await runCli(["verify"])
+    expect(result.stderr).toBe("")
+    expect(result.code).toBe(0)
+    const count = sandbox.events.length + production.events.length + 1
+    expect(result.stdout).toMatch(
+      new RegExp(`verify: OK: ${count} events in 3 streams \\(2 ledgers, 32 accounts\\)`),
+    )
+  })
+
+  it("replay rebuilds from zero with progress and leaves identical tables", async () => {
+    await db.pool.query("create schema before_replay")
+    await db.pool.query(projectionTablesSql("before_replay"))
+    for (const table of [
+      "ledger_accounts",
+      "ledger_transfers",
+      "projection_checkpoints",
+      "projection_streams",
+    ]) {
+      await db.pool.query(`insert into before_replay.${table} select * from ${live_schema}.${table}`)
+    }
+    const result = await runCli(["replay", "--batch-size", "100"])
+    expect(result.code).toBe(0)
+    expect(result.stderr).toMatch(/\[#+ *\] +\d+\.\d% {2}[\d,]+\/[\d,]+ events {2}[\d,]+ events\/s/)
+    expect(result.stderr).toMatch(/100\.0%/)
+    const count = sandbox.events.length + production.events.length + 1
+    expect(result.stdout).toMatch(
+      new RegExp(`^replayed ${count} events in [\\d.]+ s \\(\\d+ events/s\\)\\n$`),
+    )
+    expect(await compareSchemas(db.pool, "before_replay", live_schema)).toEqual([])
+  })
+
+  it("exports a ledger as NDJSON that round-trips, hashes included", async () => {
+    const result = await runCli(["export", "--ledger", "acme:sandbox"])
+    expect(result.code).toBe(0)
+    const lines = result.stdout.trimEnd().split("\n")
+    const expected = (await Effect.runPromise(store.readStream(sandbox.stream_id))).map(exported)
+    expect(lines.map((line) => JSON.parse(line))).toEqual(expected)
+    for (const record of expected) expect(eventHash(record.prev_hash, record)).toBe(record.hash)
+  })
+
+  it("exports every stream as CSV to a file, quoting what needs it", async () => {
+    const file = path.join(tmp, "events.csv")
+    const result = await runCli(["export", "--format", "csv", "--output", file])
+    expect(result.code).toBe(0)
+    expect(result.stdout).toBe("")
+    const [header, ...rows] = parseCsv(fs.readFileSync(file, "utf8"))
+    expect(header).toEqual([...export_columns])
+    const records = rows.map((row) => {
+      const value = (column: (typeof export_columns)[number]) => row[export_columns.indexOf(column)] ?? ""
+      return {
+        global_position: value("global_position"),
+        stream_id: value("stream_id"),
+        stream_version: Number(value("stream_version")),
+        event_id: value("event_id"),
+        event_type: value("event_type"),
+        schema_version: Number(value("schema_version")),
+        recorded_at: value("recorded_at"),
+        hash: value("hash"),
+        prev_hash: value("prev_hash"),
+        data: JSON.parse(value("data")) as unknown,
+        metadata: JSON.parse(value("metadata")) as unknown,
+      }
+    })
+    expect(records).toEqual((await allEvents()).map(exported))
+    expect(records.find((r) => r.stream_id === "tenant-acme")?.data).toMatchObject({
+      company_name: 'Acme, "Widgets"\nand more',
+    })
+  })
+
+  it("exports only the events recorded in a time window", async () => {
+    const events = await allEvents()
+    const from = events[Math.floor(events.length / 3)]?.recorded_at ?? ""
+    const to = events[Math.floor((2 * events.length) / 3)]?.recorded_at ?? ""
+    const result = await runCli(["export", "--from", from, "--to", to])
+    expect(result.code).toBe(0)
+    const inWindow = events.filter((e) => e.recorded_at >= from && e.recorded_at < to).map(exported)
+    expect(inWindow.length).toBeGreaterThan(0)
+    expect(
+      result.stdout
+        .trimEnd()
+        .split("\n")
+        .map((line) => JSON.parse(line)),
+    ).toEqual(inWindow)
+  })
+
+  it("verify exits 1 and names the one event whose data was tampered with", async () => {
+    const victim = (await Effect.runPromise(store.readStream(production.stream_id))).find(
+      (e) => e.event_type === "TransferCreated" && e.stream_version > 40,
+    )
+    if (victim === undefined) throw new Error("no transfer to tamper with")
+    await db.pool.query("alter table events disable trigger events_append_only")
+    await db.pool.query(
+      `update events set data = jsonb_set(data, '{amount}', to_jsonb((((data->>'amount')::numeric) + 1)::text))
+        where global_position = $1`,
+      [victim.global_position.toString()],
+    )
+    await db.pool.query("alter table events enable trigger events_append_only")
+    const result = await runCli(["verify"])
+    expect(result.code).toBe(1)
+    expect(result.stdout).toMatch(/verify: FAILED/)
+    const first = result.stdout.split("\n").find((line) => line.startsWith("first bad event:")) ?? ""
+    expect(first).toContain(`global position ${victim.global_position}`)
+    expect(first).toContain(`stream ${production.stream_id}`)
+    expect(first).toContain(`version ${victim.stream_version}`)
+    expect(first).toContain(`event ${victim.event_id}`)
+    expect(first).toMatch(/was altered/)
+  })
+})
