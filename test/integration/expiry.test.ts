@@ -1,0 +1,71 @@
+// Proves the expiry sweeper: a reservation in a ledger that receives no further command is released
+// at its expiry by the sweeper, through the writer (so the log records the expiration), and the
+// read model then shows it expired and the funds available again.
+import { Effect, Layer, Result } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { makePostgresEventStore, PostgresEventStoreLive } from "../../adapters/eventstore/postgres/event-store.ts"
+import { ledgerStreamId } from "../../domain/ledger/index.ts"
+import { sweepExpiredReservations } from "../../src/ledger/expiry.ts"
+import { getAccount, getTransfer, waitForStreamHead } from "../../src/ledger/queries.ts"
+import { LedgerWriter } from "../../src/ledger/writer.ts"
+import { Database } from "../../src/ports/database.ts"
+import { startProjection } from "../../src/projections/runner.ts"
+import { freshDatabase, type TestDatabase } from "../support/db.ts"
+import { createTransfers, openAccount, transfer } from "../support/ledger-fixtures.ts"
+
+let db: TestDatabase
+beforeAll(async () => {
+  db = await freshDatabase()
+})
+afterAll(async () => {
+  await db.drop()
+})
+
+describe("expiry sweeper", () => {
+  it("releases a lapsed reservation of an idle ledger, once", async () => {
+    const layer = LedgerWriter.layer().pipe(
+      Layer.provideMerge(PostgresEventStoreLive),
+      Layer.provideMerge(Layer.succeed(Database, { pool: db.pool })),
+    )
+    const ledger = { tenant: "sweep", environment: "sandbox" }
+    const stream_id = ledgerStreamId(ledger)
+    const projection = startProjection(db.pool, makePostgresEventStore(db.pool), { idle_wait_ms: 50 })
+    try {
+      await Effect.runPromise(
+        Effect.gen(function* () {
+          const writer = yield* LedgerWriter
+          const ctx = { actor: "test", correlation_id: "c" }
+          const now = Date.now()
+          for (const command of [
+            openAccount("world", "world", now),
+            openAccount("alice", "wallet", now),
+            openAccount("bob", "wallet", now),
+            createTransfers([transfer("fund", "world", "alice", 100n)], now),
+            createTransfers([transfer("hold", "alice", "bob", 60n, { pending: { timeout_ms: 300 } })], now),
+          ]) {
+            yield* writer.execute(ledger, command, ctx)
+          }
+          // Nothing is due yet: the sweep touches no ledger.
+          yield* Effect.promise(() => waitForStreamHead(db.pool, stream_id, 5_000))
+          expect(yield* sweepExpiredReservations).toBe(0)
+
+          yield* Effect.sleep("400 millis")
+          expect(yield* sweepExpiredReservations).toBe(1)
+          yield* Effect.promise(() => waitForStreamHead(db.pool, stream_id, 5_000))
+          // Already expired: a second sweep finds nothing.
+          expect(yield* sweepExpiredReservations).toBe(0)
+
+          const held = yield* Effect.promise(() => getTransfer(db.pool, stream_id, "hold"))
+          expect(held?.status).toBe("expired")
+          const alice = yield* Effect.promise(() => getAccount(db.pool, stream_id, "alice"))
+          expect(alice?.debits_pending).toBe(0n)
+          // The funds are available again: spending all 100 now succeeds.
+          const spend = yield* Effect.result(writer.execute(ledger, createTransfers([transfer("spend", "alice", "bob", 100n)], Date.now()), ctx))
+          expect(Result.isSuccess(spend)).toBe(true)
+        }).pipe(Effect.provide(layer)),
+      )
+    } finally {
+      await projection.stop()
+    }
+  })
+})
