@@ -50,6 +50,39 @@ const percentile = (sorted: ReadonlyArray<number>, p: number): number =>
 
 const round = (value: number, digits = 1): number => Math.round(value * 10 ** digits) / 10 ** digits
 
+/** The accounts of a benchmark ledger: the world (money from outside), fee revenue and wallets. */
+const openCommand = (
+  account_id: string,
+  kind: "world" | "wallet" | "fee_revenue",
+  now_ms: number,
+): LedgerCommand => ({
+  type: "OpenAccount",
+  account_id,
+  asset: usdc,
+  kind,
+  flags: { debits_must_not_exceed_credits: kind !== "world", credits_must_not_exceed_debits: false },
+  code: 1,
+  user_data: null,
+  now_ms,
+})
+
+/** Funds wallet `w<index>` from the world with more than any run can spend. */
+const fundCommand = (index: number, now_ms: number): LedgerCommand => ({
+  type: "CreateTransfers",
+  group_id: null,
+  transfers: [
+    {
+      transfer_id: `fund${index}`,
+      debit_account_id: "world",
+      credit_account_id: `w${index}`,
+      amount: 10n ** 15n,
+      code: 1,
+      user_data: null,
+    },
+  ],
+  now_ms,
+})
+
 /** pgbench ships with Debian's postgresql-client; install it when we may (root) and it is missing. */
 const findPgbench = (): string | undefined => {
   const which = spawnSync("sh", ["-c", "command -v pgbench"], { encoding: "utf8" })
@@ -106,35 +139,11 @@ const benchLedger = async (pool: pg.Pool) => {
   }
   const now = Date.now()
   for (const ledger of ledgers) {
-    const open = (account_id: string, kind: "world" | "wallet" | "fee_revenue"): LedgerCommand => ({
-      type: "OpenAccount",
-      account_id,
-      asset: usdc,
-      kind,
-      flags: { debits_must_not_exceed_credits: kind !== "world", credits_must_not_exceed_debits: false },
-      code: 1,
-      user_data: null,
-      now_ms: now,
-    })
-    await must(ledger, open("world", "world"))
-    await must(ledger, open("fees", "fee_revenue"))
+    await must(ledger, openCommand("world", "world", now))
+    await must(ledger, openCommand("fees", "fee_revenue", now))
     for (let w = 0; w < wallets_per_ledger; w++) {
-      await must(ledger, open(`w${w}`, "wallet"))
-      await must(ledger, {
-        type: "CreateTransfers",
-        group_id: null,
-        transfers: [
-          {
-            transfer_id: `fund${w}`,
-            debit_account_id: "world",
-            credit_account_id: `w${w}`,
-            amount: 10n ** 15n,
-            code: 1,
-            user_data: null,
-          },
-        ],
-        now_ms: now,
-      })
+      await must(ledger, openCommand(`w${w}`, "wallet", now))
+      await must(ledger, fundCommand(w, now))
     }
   }
   const latencies: number[] = []
@@ -225,39 +234,10 @@ const fillForReplay = async (pool: pg.Pool, target: number) => {
     pending = []
   }
   const wallets = 1_000
-  for (const [id, kind] of [
-    ["world", "world"],
-    ["fees", "fee_revenue"],
-    ...Array.from({ length: wallets }, (_, i) => [`w${i}`, "wallet"] as const),
-  ] as const) {
-    decideInto({
-      type: "OpenAccount",
-      account_id: id,
-      asset: usdc,
-      kind,
-      flags: { debits_must_not_exceed_credits: kind !== "world", credits_must_not_exceed_debits: false },
-      code: 1,
-      user_data: null,
-      now_ms: now,
-    })
-  }
-  for (let i = 0; i < wallets; i++) {
-    decideInto({
-      type: "CreateTransfers",
-      group_id: null,
-      transfers: [
-        {
-          transfer_id: `fund${i}`,
-          debit_account_id: "world",
-          credit_account_id: `w${i}`,
-          amount: 10n ** 15n,
-          code: 1,
-          user_data: null,
-        },
-      ],
-      now_ms: now,
-    })
-  }
+  decideInto(openCommand("world", "world", now))
+  decideInto(openCommand("fees", "fee_revenue", now))
+  for (let i = 0; i < wallets; i++) decideInto(openCommand(`w${i}`, "wallet", now))
+  for (let i = 0; i < wallets; i++) decideInto(fundCommand(i, now))
   let written = existing
   for (let n = 0; written + pending.length < target; n++) {
     decideInto(
