@@ -15,7 +15,7 @@ const sweep_interval_ms = 1_000
 const sweep_ledgers_max = 100
 
 /** Ledgers (tenant, environment) that hold at least one pending transfer past its expiry. */
-export const ledgersWithLapsedReservations = Effect.gen(function* () {
+const ledgersWithLapsedReservations = Effect.gen(function* () {
   const { pool } = yield* Database
   const found = yield* Effect.promise(() =>
     pool.query<{ tenant: string; environment: string }>(
