@@ -11,6 +11,20 @@ export interface PlatformConfig {
   /** External PostgreSQL; `undefined` starts the embedded server in `dataDir/pg`. */
   readonly databaseUrl: string | undefined
   readonly logLevel: LogLevel
+  /** How long a payment to an unlinked identifier waits before its funds are released. */
+  readonly pendingPaymentExpiryMs: number
+  /** First webhook retry delay; it doubles per failure (capped at 6 h). Tests shorten it. */
+  readonly webhookRetryBaseMs: number
+}
+
+const positiveInteger = (env: NodeJS.ProcessEnv, name: string, fallback: number, max: number): number => {
+  const text = env[name]
+  if (text === undefined || text === "") return fallback
+  const value = Number(text)
+  if (!/^\d+$/.test(text) || value < 1 || value > max) {
+    throw new ConfigError(`${name} must be an integer from 1 to ${max}, got ${JSON.stringify(text)}`)
+  }
+  return value
 }
 
 const logLevels: ReadonlyArray<LogLevel> = ["debug", "info", "warn", "error"]
@@ -36,5 +50,8 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): PlatformConfig
     dataDir: path.resolve(env.DATA_DIR ?? "./.data"),
     databaseUrl,
     logLevel: logLevel as LogLevel,
+    pendingPaymentExpiryMs:
+      positiveInteger(env, "PAYMENT_PENDING_EXPIRY_SECONDS", 7 * 24 * 3600, 365 * 24 * 3600) * 1000,
+    webhookRetryBaseMs: positiveInteger(env, "WEBHOOK_RETRY_BASE_MS", 30_000, 3_600_000),
   }
 }

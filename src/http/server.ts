@@ -1,6 +1,7 @@
 /**
  * Serves PlatformApi over HTTP with @effect/platform-node: OpenAPI at /openapi.json, an interactive
- * reference at /docs.
+ * reference at /docs, the request middleware on every route. Needs the Platform and Database
+ * services.
  */
 import { createServer } from "node:http"
 import { NodeHttpServer } from "@effect/platform-node"
@@ -9,6 +10,13 @@ import { HttpRouter } from "effect/http"
 import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
 import { Database } from "../ports/database.ts"
 import { PlatformApi, Unhealthy } from "./api.ts"
+import { AuthenticationLive } from "./auth.ts"
+import { IdentitiesHandlers } from "./handlers/identities.ts"
+import { PaymentsHandlers } from "./handlers/payments.ts"
+import { KeysHandlers, RegistrationHandlers, TenantHandlers } from "./handlers/tenants.ts"
+import { WalletsHandlers } from "./handlers/wallets.ts"
+import { SandboxHandlers, WebhooksHandlers } from "./handlers/webhooks.ts"
+import { RequestMiddleware } from "./request.ts"
 
 const health_check_timeout_ms = 2_000
 
@@ -25,11 +33,29 @@ const SystemHandlers = HttpApiBuilder.group(PlatformApi, "system", (handlers) =>
   Effect.succeed(handlers.handle("health", () => checkHealth).handle("apiHealth", () => checkHealth)),
 )
 
+const Handlers = Layer.mergeAll(
+  SystemHandlers,
+  RegistrationHandlers,
+  TenantHandlers,
+  KeysHandlers,
+  WalletsHandlers,
+  SandboxHandlers,
+  IdentitiesHandlers,
+  PaymentsHandlers,
+  WebhooksHandlers,
+)
+
 const Routes = Layer.mergeAll(
-  HttpApiBuilder.layer(PlatformApi, { openapiPath: "/openapi.json" }).pipe(Layer.provide(SystemHandlers)),
+  HttpApiBuilder.layer(PlatformApi, { openapiPath: "/openapi.json" }).pipe(
+    Layer.provide(Handlers),
+    Layer.provide(AuthenticationLive),
+  ),
   HttpApiScalar.layer(PlatformApi, { path: "/docs" }),
+  RequestMiddleware,
 )
 
 /** The HTTP server on `port` (0 picks a free one). */
 export const HttpServerLive = (port: number) =>
-  HttpRouter.serve(Routes).pipe(Layer.provide(NodeHttpServer.layer(createServer, { port, host: "0.0.0.0" })))
+  HttpRouter.serve(Routes, { disableLogger: true }).pipe(
+    Layer.provide(NodeHttpServer.layer(createServer, { port, host: "0.0.0.0" })),
+  )

@@ -13,6 +13,7 @@
  */
 import { createHash } from "node:crypto"
 import { Context, Data, Effect, Layer, Result } from "effect"
+import type pg from "pg"
 import type { LedgerCommand } from "../../domain/ledger/commands.ts"
 import {
   type LedgerEvent,
@@ -28,7 +29,15 @@ import {
   type LedgerState,
 } from "../../domain/ledger/index.ts"
 import { uuidv7 } from "../ids.ts"
-import { type EventMetadata, EventStore, type NewEvent, type RecordedEvent } from "../ports/event-store.ts"
+import {
+  type AppendResult,
+  type EventMetadata,
+  EventStore,
+  type ExpectedVersion,
+  type NewEvent,
+  type RecordedEvent,
+  type WrongExpectedVersion,
+} from "../ports/event-store.ts"
 
 /** Who sends a command and why; the ledger (tenant, environment) comes from the writer call. */
 export interface CommandContext {
@@ -41,7 +50,30 @@ export interface CommandContext {
    * its time; an API that generates ids per request passes a hash of the request body instead.
    */
   readonly fingerprint?: string
+  /**
+   * Caller data handed to the transaction hook (`WriterOptions.transaction`) with the command's
+   * events, e.g. the payment record to write beside them. Never stored in the events.
+   */
+  readonly attachment?: unknown
 }
+
+/** One command of an appended batch, as the transaction hook sees it. */
+export interface AppendedCommand {
+  readonly ledger: LedgerId
+  readonly command: LedgerCommand
+  readonly context: CommandContext
+  readonly events: ReadonlyArray<RecordedEvent>
+}
+
+/**
+ * Writes what must commit or roll back together with a batch's events (read models that must never
+ * lag, a transactional outbox). It runs inside the append's transaction, after the events; if it
+ * throws, nothing of the batch is written and its callers get the error as a defect.
+ */
+export type TransactionHook = (
+  client: pg.PoolClient,
+  appended: ReadonlyArray<AppendedCommand>,
+) => Promise<void>
 
 export interface CommandResult {
   /** The events the command recorded (pending transfers that lapsed first come first). */
@@ -82,6 +114,20 @@ export interface WriterOptions {
   readonly pipeline_depth?: number
   /** Events read per page when loading a ledger. */
   readonly load_page_events?: number
+  /**
+   * Appends in an explicit transaction on `pool` (with the store's `appendWithClient`) and runs
+   * `hook` in it before COMMIT. Only the composition root knows the store can do this.
+   */
+  readonly transaction?: {
+    readonly pool: pg.Pool
+    readonly appendWithClient: (
+      client: pg.PoolClient,
+      stream_id: string,
+      expected: ExpectedVersion,
+      events: ReadonlyArray<NewEvent>,
+    ) => Effect.Effect<AppendResult, WrongExpectedVersion>
+    readonly hook: TransactionHook
+  }
 }
 
 interface Waiter {
@@ -181,6 +227,7 @@ export const makeLedgerWriter = (
   const conflict_retry_max = options.conflict_retry_max ?? 16
   const pipeline_depth = options.pipeline_depth ?? 2
   const load_page_events = options.load_page_events ?? 10_000
+  const transaction = options.transaction
   const slots = new Map<string, LedgerSlot>()
 
   const slotOf = (ledger: LedgerId): LedgerSlot => {
@@ -360,6 +407,44 @@ export const makeLedgerWriter = (
     }
   }
 
+  /** Appends a batch's events; with a transaction hook, in one transaction with what it writes. */
+  const appendBatch = async (
+    stream_id: string,
+    expected: number | "no_stream",
+    events: ReadonlyArray<NewEvent>,
+    decided: ReadonlyArray<Outcome>,
+  ) => {
+    if (transaction === undefined)
+      return Effect.runPromise(Effect.result(store.append(stream_id, expected, events)))
+    const client = await transaction.pool.connect()
+    let open = false
+    try {
+      await client.query("begin")
+      open = true
+      const appended = await Effect.runPromise(
+        Effect.result(transaction.appendWithClient(client, stream_id, expected, events)),
+      )
+      if (Result.isFailure(appended)) return appended
+      const commands: Array<AppendedCommand> = []
+      for (const { waiter, outcome } of decided) {
+        if (outcome.kind !== "events") continue
+        commands.push({
+          ledger: waiter.ledger,
+          command: waiter.command,
+          context: waiter.context,
+          events: appended.success.events.slice(outcome.from, outcome.from + outcome.count),
+        })
+      }
+      await transaction.hook(client, commands)
+      await client.query("commit")
+      open = false
+      return appended
+    } finally {
+      if (open) await client.query("rollback").catch(() => undefined)
+      client.release()
+    }
+  }
+
   /**
    * Decides the next batch on top of the newest in-flight batch (or the committed state) and starts
    * its append without waiting: while the database commits batch k, batch k+1 is decided, hashed and
@@ -387,14 +472,11 @@ export const makeLedgerWriter = (
     const { state, events, decided } = decideBatch(slot, base.state, batch)
     const keys = new Set<string>()
     for (const waiter of batch) if (waiter.context.idempotency_key) keys.add(waiter.context.idempotency_key)
+    const expected = base.version === 0 ? "no_stream" : base.version
     const done: Promise<FlightOutcome> =
       events.length === 0
         ? Promise.resolve({ kind: "appended", events: [], version: base.version })
-        : Effect.runPromise(
-            Effect.result(
-              store.append(slot.stream_id, base.version === 0 ? "no_stream" : base.version, events),
-            ),
-          ).then(
+        : appendBatch(slot.stream_id, expected, events, decided).then(
             (appended): FlightOutcome =>
               Result.isSuccess(appended)
                 ? {

@@ -3,7 +3,10 @@
 // read model then shows it expired and the funds available again.
 import { Effect, Layer, Result } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { makePostgresEventStore, PostgresEventStoreLive } from "../../adapters/eventstore/postgres/event-store.ts"
+import {
+  makePostgresEventStore,
+  PostgresEventStoreLive,
+} from "../../adapters/eventstore/postgres/event-store.ts"
 import { ledgerStreamId } from "../../domain/ledger/index.ts"
 import { sweepExpiredReservations } from "../../src/ledger/expiry.ts"
 import { getAccount, getTransfer, waitForStreamHead } from "../../src/ledger/queries.ts"
@@ -60,7 +63,13 @@ describe("expiry sweeper", () => {
           const alice = yield* Effect.promise(() => getAccount(db.pool, stream_id, "alice"))
           expect(alice?.debits_pending).toBe(0n)
           // The funds are available again: spending all 100 now succeeds.
-          const spend = yield* Effect.result(writer.execute(ledger, createTransfers([transfer("spend", "alice", "bob", 100n)], Date.now()), ctx))
+          const spend = yield* Effect.result(
+            writer.execute(
+              ledger,
+              createTransfers([transfer("spend", "alice", "bob", 100n)], Date.now()),
+              ctx,
+            ),
+          )
           expect(Result.isSuccess(spend)).toBe(true)
         }).pipe(Effect.provide(layer)),
       )

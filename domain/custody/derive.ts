@@ -1,0 +1,282 @@
+/**
+ * Custody key derivation: one BIP-39 master seed per environment yields the key and the address of
+ * every wallet. Pure: no I/O, no clock, no randomness.
+ *
+ * Paths (' marks a hardened segment):
+ * - evm:    m/44'/60'/{tenant_index}'/0/{wallet_index}  BIP-32 secp256k1, EIP-55 hex address
+ * - tron:   m/44'/195'/{tenant_index}'/0/{wallet_index} BIP-32 secp256k1, base58check `T...` address
+ * - solana: m/44'/501'/{tenant_index}'/{wallet_index}'  SLIP-0010 ed25519, base58 public key
+ *
+ * The tenant is the BIP-44 account, hardened, so that one tenant's account-level key never reveals
+ * another tenant's keys. Every EVM chain shares coin type 60, as wallets do: one tenant's wallet has
+ * the same address on Ethereum, Polygon and the rest, and deposits are told apart by chain.
+ */
+import { ed25519 } from "@noble/curves/ed25519.js"
+import { secp256k1 } from "@noble/curves/secp256k1.js"
+import { hmac } from "@noble/hashes/hmac.js"
+import { sha256, sha512 } from "@noble/hashes/sha2.js"
+import { keccak_256 } from "@noble/hashes/sha3.js"
+import { bytesToHex, concatBytes, utf8ToBytes } from "@noble/hashes/utils.js"
+import { base58, createBase58check } from "@scure/base"
+import { HDKey } from "@scure/bip32"
+import { assert, assertNever } from "../assert.ts"
+
+/** The EVM chains custody serves; all share one key per wallet. */
+export const evmChains = ["ethereum", "polygon", "bsc", "arbitrum", "optimism", "base", "avalanche"] as const
+export type EvmChain = (typeof evmChains)[number]
+/** Every chain custody derives addresses for. TON joins once its family is added below. */
+export type CustodyChain = EvmChain | "tron" | "solana"
+
+/**
+ * A chain family: the chains that share a curve, a derivation standard, a BIP-44 coin type and an
+ * address format. Adding a family (TON) means adding a member here; the compiler then points at
+ * every `switch` that must learn it.
+ */
+export type FamilyScheme =
+  | { readonly family: "evm"; readonly curve: "secp256k1"; readonly coin_type: 60 }
+  | { readonly family: "tron"; readonly curve: "secp256k1"; readonly coin_type: 195 }
+  | { readonly family: "solana"; readonly curve: "ed25519"; readonly coin_type: 501 }
+export type ChainFamily = FamilyScheme["family"]
+export type Curve = FamilyScheme["curve"]
+
+const schemes: { readonly [F in ChainFamily]: Extract<FamilyScheme, { family: F }> } = {
+  evm: { family: "evm", curve: "secp256k1", coin_type: 60 },
+  tron: { family: "tron", curve: "secp256k1", coin_type: 195 },
+  solana: { family: "solana", curve: "ed25519", coin_type: 501 },
+}
+
+/** A record, not a default branch, so that a new chain cannot fall into a family by accident. */
+const familyOfChain: { readonly [C in CustodyChain]: ChainFamily } = {
+  ethereum: "evm",
+  polygon: "evm",
+  bsc: "evm",
+  arbitrum: "evm",
+  optimism: "evm",
+  base: "evm",
+  avalanche: "evm",
+  tron: "tron",
+  solana: "solana",
+}
+
+/** Which wallet's key: the chain, the tenant's index and the wallet's index within the tenant. */
+export interface WalletKeyRef {
+  readonly chain: CustodyChain
+  /** The tenant's BIP-44 account; an integer in 0..2^31-1. */
+  readonly tenant_index: number
+  /** The wallet within the tenant; an integer in 0..2^31-1. */
+  readonly wallet_index: number
+}
+
+/** BIP-32 hardened child indices start here; a path index must stay below it. */
+const hardened_offset = 0x8000_0000
+/** A BIP-39 seed is the 64-byte PBKDF2-HMAC-SHA512 output. */
+const bip39_seed_length_bytes = 64
+const tron_address_prefix = 0x41
+const tron_base58check = createBase58check(sha256)
+const inspect_custom = Symbol.for("nodejs.util.inspect.custom")
+
+/**
+ * A derived private key. It prints, inspects and serialises as `[redacted]`, so a log line or an
+ * error report that captures it leaks nothing; only `exposeSecret` hands out the bytes.
+ */
+export class SigningKey {
+  readonly curve: Curve
+  /** secp256k1: 33-byte compressed point; ed25519: the 32-byte public key. */
+  readonly public_key: Uint8Array
+  readonly #private_key: Uint8Array
+
+  constructor(curve: Curve, private_key: Uint8Array, public_key: Uint8Array) {
+    assert(private_key.length === 32, "a private key is 32 bytes")
+    this.curve = curve
+    this.#private_key = private_key.slice()
+    this.public_key = public_key.slice()
+  }
+
+  /**
+   * A copy of the 32-byte private key, for a signer only; never log or store it.
+   * @example secp256k1.sign(digest, key.exposeSecret())
+   */
+  exposeSecret(): Uint8Array {
+    return this.#private_key.slice()
+  }
+
+  toString(): string {
+    return `SigningKey(${this.curve}, [redacted])`
+  }
+
+  toJSON(): { readonly curve: Curve; readonly private_key: "[redacted]" } {
+    return { curve: this.curve, private_key: "[redacted]" }
+  }
+
+  [inspect_custom](): string {
+    return this.toString()
+  }
+}
+
+/**
+ * The family a chain belongs to.
+ * @example chainFamily("polygon") // "evm"
+ */
+export function chainFamily(chain: CustodyChain): ChainFamily {
+  return familyOfChain[chain]
+}
+
+/**
+ * The BIP-32 / SLIP-0010 path of a wallet's key; not secret, safe to log.
+ * @example derivationPath({ chain: "solana", tenant_index: 3, wallet_index: 7 }) // "m/44'/501'/3'/7'"
+ */
+export function derivationPath(ref: WalletKeyRef): string {
+  const segments = pathIndices(ref).map((index) =>
+    index >= hardened_offset ? `${index - hardened_offset}'` : `${index}`,
+  )
+  return ["m", ...segments].join("/")
+}
+
+/**
+ * Derives the private key of a wallet from the environment's BIP-39 seed. Keep the result out of
+ * logs (it redacts itself when printed) and out of storage.
+ * @example deriveSigningKey(seed, { chain: "ethereum", tenant_index: 0, wallet_index: 0 }).curve // "secp256k1"
+ */
+export function deriveSigningKey(seed: Uint8Array, ref: WalletKeyRef): SigningKey {
+  assert(seed.length === bip39_seed_length_bytes, "a BIP-39 seed is 64 bytes")
+  const scheme = schemes[chainFamily(ref.chain)]
+  const indices = pathIndices(ref)
+  switch (scheme.curve) {
+    case "secp256k1":
+      return deriveBip32Secp256k1(seed, indices)
+    case "ed25519":
+      return deriveSlip10Ed25519(seed, indices)
+    default:
+      return assertNever(scheme)
+  }
+}
+
+/**
+ * The on-chain address of a wallet, in the chain's own spelling.
+ * @example deriveAddress(seed, { chain: "ethereum", tenant_index: 0, wallet_index: 0 }) // "0x9858EfFD232B4033E47d90003D41EC34EcaEda94" for the "abandon ... about" seed
+ */
+export function deriveAddress(seed: Uint8Array, ref: WalletKeyRef): string {
+  const family = chainFamily(ref.chain)
+  const public_key = deriveSigningKey(seed, ref).public_key
+  switch (family) {
+    case "evm":
+      return checksumEvmAddress(bytesToHex(keccakAddress(public_key)))
+    case "tron":
+      return tron_base58check.encode(
+        concatBytes(Uint8Array.of(tron_address_prefix), keccakAddress(public_key)),
+      )
+    case "solana":
+      return base58.encode(public_key)
+    default:
+      return assertNever(family)
+  }
+}
+
+/**
+ * Whether `address` is well formed for `chain`: EVM hex with a valid EIP-55 checksum when mixed case,
+ * a base58check Tron address (prefix 0x41, 21 bytes), or the base58 of 32 bytes for Solana. It
+ * checks spelling only, not that the account exists.
+ * @example isValidAddress("ethereum", "0x9858EfFD232B4033E47d90003D41EC34EcaEda94") // true
+ */
+export function isValidAddress(chain: CustodyChain, address: string): boolean {
+  const family = chainFamily(chain)
+  switch (family) {
+    case "evm":
+      return isValidEvmAddress(address)
+    case "tron": {
+      const payload = decodeOrNull(() => tron_base58check.decode(address))
+      return payload !== null && payload.length === 21 && payload[0] === tron_address_prefix
+    }
+    case "solana":
+      return decodeOrNull(() => base58.decode(address))?.length === 32
+    default:
+      return assertNever(family)
+  }
+}
+
+/**
+ * SLIP-0010 ed25519 derivation along `indices`, all hardened (ed25519 has no public derivation).
+ * Exported for the SLIP-0010 test vectors, which start from 16-byte seeds.
+ * @example deriveSlip10Ed25519(seed, [44 + 0x8000_0000, 501 + 0x8000_0000]).public_key.length // 32
+ */
+export function deriveSlip10Ed25519(seed: Uint8Array, indices: ReadonlyArray<number>): SigningKey {
+  assert(seed.length >= 16 && seed.length <= 64, "a SLIP-0010 seed is 16 to 64 bytes")
+  let node = hmac(sha512, utf8ToBytes("ed25519 seed"), seed)
+  for (const index of indices) {
+    assert(
+      Number.isInteger(index) && index >= hardened_offset && index <= 0xffff_ffff,
+      "ed25519 needs hardened indices",
+    )
+    const data = new Uint8Array(37)
+    data.set(node.subarray(0, 32), 1)
+    new DataView(data.buffer).setUint32(33, index, false)
+    node = hmac(sha512, node.subarray(32), data)
+  }
+  const private_key = node.subarray(0, 32)
+  return new SigningKey("ed25519", private_key, ed25519.getPublicKey(private_key))
+}
+
+function deriveBip32Secp256k1(seed: Uint8Array, indices: ReadonlyArray<number>): SigningKey {
+  const node = indices.reduce((parent, index) => parent.deriveChild(index), HDKey.fromMasterSeed(seed))
+  const { privateKey, publicKey } = node
+  assert(privateKey !== null && publicKey !== null, "a key derived from a seed has a private key")
+  return new SigningKey("secp256k1", privateKey, publicKey)
+}
+
+/** Path indices with the hardened offset applied where the path marks a segment hardened. */
+function pathIndices(ref: WalletKeyRef): ReadonlyArray<number> {
+  assertPathIndex("tenant_index", ref.tenant_index)
+  assertPathIndex("wallet_index", ref.wallet_index)
+  const scheme = schemes[chainFamily(ref.chain)]
+  const hardened = (index: number) => index + hardened_offset
+  const account = [hardened(44), hardened(scheme.coin_type), hardened(ref.tenant_index)]
+  switch (scheme.curve) {
+    case "secp256k1":
+      return [...account, 0, ref.wallet_index]
+    case "ed25519":
+      return [...account, hardened(ref.wallet_index)]
+    default:
+      return assertNever(scheme)
+  }
+}
+
+function assertPathIndex(name: string, index: number): void {
+  assert(
+    Number.isInteger(index) && index >= 0 && index < hardened_offset,
+    `${name} must be an integer in 0..2147483647, got ${String(index)}`,
+  )
+}
+
+/** The last 20 bytes of keccak-256 over the uncompressed point without its 0x04 prefix. */
+function keccakAddress(compressed_public_key: Uint8Array): Uint8Array {
+  const uncompressed = secp256k1.Point.fromBytes(compressed_public_key).toBytes(false)
+  return keccak_256(uncompressed.subarray(1)).subarray(12)
+}
+
+/** EIP-55: a hex letter is upper case where the keccak-256 of the lower-case hex has a nibble >= 8. */
+function checksumEvmAddress(lower_hex: string): string {
+  const hash = bytesToHex(keccak_256(utf8ToBytes(lower_hex)))
+  let out = "0x"
+  for (let i = 0; i < lower_hex.length; i++) {
+    const char = lower_hex.charAt(i)
+    out += Number.parseInt(hash.charAt(i), 16) >= 8 ? char.toUpperCase() : char
+  }
+  return out
+}
+
+function isValidEvmAddress(address: string): boolean {
+  if (!/^0x[0-9a-fA-F]{40}$/.test(address)) return false
+  const digits = address.slice(2)
+  const lower = digits.toLowerCase()
+  // One case throughout carries no checksum (EIP-55 keeps such addresses valid).
+  if (digits === lower || digits === digits.toUpperCase()) return true
+  return checksumEvmAddress(lower) === address
+}
+
+function decodeOrNull(decode: () => Uint8Array): Uint8Array | null {
+  try {
+    return decode()
+  } catch {
+    return null
+  }
+}

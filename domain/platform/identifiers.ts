@@ -1,0 +1,129 @@
+/**
+ * Social identifiers a payment can be addressed to: phone numbers (normalised to E.164), e-mail
+ * addresses, and handles `@<network>:<handle>` on the networks the platform knows: a microblog
+ * (`x`, also spelled `twitter`), a messenger (`telegram`) and a photo network (`instagram`).
+ * Normalisation makes one person one key: "+1 (415) 555-0100" and "+14155550100" are the same.
+ */
+import { Data, Result } from "effect"
+
+export const identityKinds = ["phone", "email", "handle"] as const
+export type IdentityKind = (typeof identityKinds)[number]
+
+/** Networks a handle may name; an alias maps to the canonical name. */
+export const handleNetworks = ["x", "telegram", "instagram"] as const
+const networkAliases: Readonly<Record<string, (typeof handleNetworks)[number]>> = {
+  x: "x",
+  twitter: "x",
+  telegram: "telegram",
+  instagram: "instagram",
+}
+
+export interface Identifier {
+  readonly kind: IdentityKind
+  /** The normalised form: the key identities are stored and matched by. */
+  readonly value: string
+}
+
+export class InvalidIdentifier extends Data.TaggedError("InvalidIdentifier")<{
+  readonly kind: IdentityKind | "recipient"
+  readonly message: string
+}> {}
+
+const identifierLengthMax = 254
+const phoneDigitsMin = 8
+const phoneDigitsMax = 15
+
+/**
+ * A phone number in E.164: `+`, a country code and subscriber number, 8 to 15 digits in all.
+ * Spaces, dots, dashes and parentheses are dropped; a leading `00` is read as `+`. A number without
+ * its country code is refused: guessing the country would pay the wrong person.
+ * @example normalisePhone("+1 (415) 555-0100") // Result.succeed("+14155550100")
+ */
+export function normalisePhone(input: string): Result.Result<string, InvalidIdentifier> {
+  const compact = input.trim().replace(/[\s().-]/g, "")
+  const international = compact.startsWith("00") ? `+${compact.slice(2)}` : compact
+  const fail = (message: string) => Result.fail(new InvalidIdentifier({ kind: "phone", message }))
+  if (!international.startsWith("+")) return fail("phone numbers need their country code, e.g. +14155550100")
+  const digits = international.slice(1)
+  if (!/^[1-9][0-9]*$/.test(digits))
+    return fail("a phone number is + followed by digits, not starting with 0")
+  if (digits.length < phoneDigitsMin || digits.length > phoneDigitsMax) {
+    return fail(`a phone number has ${phoneDigitsMin} to ${phoneDigitsMax} digits (E.164)`)
+  }
+  return Result.succeed(`+${digits}`)
+}
+
+const emailLocalPattern = /^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*$/
+const domainLabelPattern = /^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/
+
+/**
+ * An e-mail address (RFC 5321 dot-atom local part, a domain of at least two labels), lower-cased:
+ * identities match case-insensitively.
+ * @example normaliseEmail("Ana@Example.COM") // Result.succeed("ana@example.com")
+ */
+export function normaliseEmail(input: string): Result.Result<string, InvalidIdentifier> {
+  const text = input.trim()
+  const fail = (message: string) => Result.fail(new InvalidIdentifier({ kind: "email", message }))
+  const at = text.lastIndexOf("@")
+  if (at <= 0 || text.length > identifierLengthMax) return fail("not an e-mail address")
+  const local = text.slice(0, at)
+  const labels = text.slice(at + 1).split(".")
+  if (local.length > 64 || !emailLocalPattern.test(local)) return fail("the part before @ is not valid")
+  const tld = labels[labels.length - 1] ?? ""
+  if (
+    labels.length < 2 ||
+    !labels.every((label) => domainLabelPattern.test(label)) ||
+    !/^[A-Za-z]{2,}$/.test(tld)
+  ) {
+    return fail("the domain is not valid")
+  }
+  return Result.succeed(text.toLowerCase())
+}
+
+/**
+ * A handle `@<network>:<handle>`: 1 to 32 letters, digits, `_` or `.`, lower-cased, on a known
+ * network (aliases become the canonical name: `@twitter:ana` is `@x:ana`).
+ * @example normaliseHandle("@Twitter:Ana_B") // Result.succeed("@x:ana_b")
+ */
+export function normaliseHandle(input: string): Result.Result<string, InvalidIdentifier> {
+  const match = /^@([A-Za-z]+):([A-Za-z0-9_.]{1,32})$/.exec(input.trim())
+  const fail = (message: string) => Result.fail(new InvalidIdentifier({ kind: "handle", message }))
+  if (match === null) return fail("a handle is @<network>:<handle>, e.g. @telegram:ana_b")
+  const network = networkAliases[(match[1] ?? "").toLowerCase()]
+  if (network === undefined) return fail(`unknown network; one of ${handleNetworks.join(", ")}`)
+  return Result.succeed(`@${network}:${(match[2] ?? "").toLowerCase()}`)
+}
+
+/**
+ * Normalises `value` as an identifier of `kind`.
+ * @example normaliseIdentifier("phone", "0044 20 7946 0018") // Result.succeed("+442079460018")
+ */
+export function normaliseIdentifier(
+  kind: IdentityKind,
+  value: string,
+): Result.Result<string, InvalidIdentifier> {
+  switch (kind) {
+    case "phone":
+      return normalisePhone(value)
+    case "email":
+      return normaliseEmail(value)
+    case "handle":
+      return normaliseHandle(value)
+  }
+}
+
+/**
+ * Reads a payment recipient: a handle starts with `@`, an e-mail address contains `@`, anything
+ * else must be a phone number.
+ * @example parseRecipient("ana@example.com") // Result.succeed({ kind: "email", value: "ana@example.com" })
+ */
+export function parseRecipient(input: string): Result.Result<Identifier, InvalidIdentifier> {
+  const text = input.trim()
+  const kind: IdentityKind = text.startsWith("@") ? "handle" : text.includes("@") ? "email" : "phone"
+  if (text.length === 0 || text.length > identifierLengthMax) {
+    return Result.fail(
+      new InvalidIdentifier({ kind: "recipient", message: "recipient must be 1-254 characters" }),
+    )
+  }
+  return Result.map(normaliseIdentifier(kind, text), (value) => ({ kind, value }))
+}

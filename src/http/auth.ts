@@ -1,0 +1,80 @@
+/**
+ * The Authentication middleware: `Authorization: Bearer <api_key>` and `X-Tenant-Id` must name the
+ * same tenant; the key must be live (not revoked, not past a rotation's grace period) and hold the
+ * endpoint's scope; then the tenant's and the key's rate limits apply. Every refusal is a 401, 403
+ * or 429 in the platform's error shape. Refusals travel as defects carrying an `ApiError`: the
+ * request middleware answers them (a middleware's typed errors would have to be schemas).
+ */
+import { Context, Effect, Layer, Redacted } from "effect"
+import { HttpServerRequest } from "effect/http"
+import { rateLimits } from "../../domain/platform/scopes.ts"
+import { Platform } from "../platform/service.ts"
+import { Authentication, CurrentCaller, RequiredScope } from "./api.ts"
+import { ApiError } from "./errors.ts"
+
+const unauthorized = (code: string, message: string) => new ApiError({ status: 401, code, message })
+
+const refusals = {
+  unknown_key: unauthorized("invalid_api_key", "The API key is not valid for this tenant."),
+  tenant_mismatch: unauthorized("invalid_api_key", "The API key is not valid for this tenant."),
+  revoked: unauthorized("api_key_revoked", "The API key was revoked."),
+  expired: unauthorized("api_key_expired", "The API key expired at the end of its rotation grace period."),
+} as const
+
+export const AuthenticationLive = Layer.effect(
+  Authentication,
+  Effect.gen(function* () {
+    const platform = yield* Platform
+    return Authentication.of({
+      bearer: (httpEffect, { credential, endpoint }) =>
+        Effect.gen(function* () {
+          const request = yield* HttpServerRequest.HttpServerRequest
+          const tenant_id = request.headers["x-tenant-id"]?.trim() ?? ""
+          const api_key = Redacted.value(credential).trim()
+          if (api_key === "") {
+            return yield* Effect.die(
+              unauthorized("missing_api_key", "Send your API key as `Authorization: Bearer <api_key>`."),
+            )
+          }
+          if (tenant_id === "") {
+            return yield* Effect.die(
+              unauthorized("missing_tenant_id", "Send your tenant id in the `X-Tenant-Id` header."),
+            )
+          }
+          const now_ms = Date.now()
+          const outcome = yield* Effect.promise(() => platform.keys.authenticate(api_key, tenant_id, now_ms))
+          if (outcome.kind !== "ok") return yield* Effect.die(refusals[outcome.kind])
+          const { caller } = outcome
+          const scope = Context.getOrUndefined(endpoint.annotations, RequiredScope)
+          if (scope !== undefined && !caller.scopes.includes(scope)) {
+            return yield* Effect.die(
+              new ApiError({
+                status: 403,
+                code: "insufficient_scope",
+                message: `This API key lacks the scope \`${scope}\` this endpoint requires.`,
+              }),
+            )
+          }
+          const limits = rateLimits[caller.plan]
+          const decision = platform.limiter.admit(
+            [
+              { key: `tenant:${caller.tenant_id}`, rate_per_s: limits.tenant_per_s },
+              { key: `key:${caller.key_id}`, rate_per_s: limits.key_per_s },
+            ],
+            now_ms,
+          )
+          if (!decision.allowed) {
+            return yield* Effect.die(
+              new ApiError({
+                status: 429,
+                code: "rate_limited",
+                message: `Too many requests; the ${caller.plan} plan allows ${limits.tenant_per_s}/s per tenant and ${limits.key_per_s}/s per key.`,
+                headers: { "retry-after": String(decision.retry_after_s) },
+              }),
+            )
+          }
+          return yield* Effect.provideService(httpEffect, CurrentCaller, caller)
+        }),
+    })
+  }),
+)

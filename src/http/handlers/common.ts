@@ -1,0 +1,134 @@
+/**
+ * Small pieces every handler uses: database calls as effects (a database fault is a defect, answered
+ * 500), list parameters, money and token parsing with precise 400s, environment checks.
+ */
+import { Effect, Result } from "effect"
+import type { HttpServerResponse } from "effect/http"
+import { parseAmount, parseAmountNumber } from "../../../domain/money/amount.ts"
+import type { Asset } from "../../../domain/money/asset.ts"
+import type { AmountError } from "../../../domain/money/errors.ts"
+import { isTokenSymbol, isWalletChain, tokenAsset, tokenSymbols } from "../../../domain/platform/tokens.ts"
+import type { Caller } from "../../platform/credentials.ts"
+import { ApiError, badRequest, CurrentRequestId, errorResponse } from "../errors.ts"
+
+/** A database call; its failure is a defect (500) unless `onError` recognises it. */
+export const db = <A>(run: () => Promise<A>): Effect.Effect<A> => Effect.promise(run)
+
+/** The PostgreSQL error code of `error` (e.g. 23505 unique violation), if it has one. */
+export const pgCode = (error: unknown): string | undefined =>
+  typeof error === "object" && error !== null && "code" in error && typeof error.code === "string"
+    ? error.code
+    : undefined
+
+/** A database call whose unique violation (23505) becomes `onConflict`. */
+export const dbUnique = <A>(run: () => Promise<A>, onConflict: () => ApiError): Effect.Effect<A, ApiError> =>
+  Effect.tryPromise({ try: run, catch: (error) => error }).pipe(
+    Effect.catch((error) => (pgCode(error) === "23505" ? Effect.fail(onConflict()) : Effect.die(error))),
+  )
+
+export const list_limit_default = 20
+export const list_limit_max = 100
+
+/** `limit` from a query string: 1..100, default 20. */
+export const parseLimit = (text: string | undefined): Effect.Effect<number, ApiError> => {
+  if (text === undefined) return Effect.succeed(list_limit_default)
+  const value = Number(text)
+  return /^\d+$/.test(text) && value >= 1 && value <= list_limit_max
+    ? Effect.succeed(value)
+    : Effect.fail(
+        badRequest("invalid_limit", `limit must be an integer from 1 to ${list_limit_max}.`, "limit"),
+      )
+}
+
+const amountCodes: Readonly<Record<AmountError["_tag"], string>> = {
+  InvalidAmountFormat: "invalid_amount",
+  TooManyDecimals: "too_many_decimals",
+  NegativeAmount: "amount_negative",
+  ZeroAmount: "amount_zero",
+  AmountTooLarge: "amount_too_large",
+  ImpreciseAmountNumber: "amount_imprecise",
+}
+
+const amountMessage = (error: AmountError): string => {
+  switch (error._tag) {
+    case "InvalidAmountFormat":
+      return `amount ${JSON.stringify(error.input)} ${error.reason}.`
+    case "TooManyDecimals":
+      return `amount ${error.input} has ${error.decimals} decimals; this token has ${error.max}.`
+    case "NegativeAmount":
+      return "amount must be positive."
+    case "ZeroAmount":
+      return "amount must be greater than zero."
+    case "AmountTooLarge":
+      return "amount is too large."
+    case "ImpreciseAmountNumber":
+      return `amount ${error.input} has more significant digits than a JSON number carries exactly; send it as a string.`
+  }
+}
+
+/**
+ * Parses a request amount (JSON number or decimal string) into minor units of `asset`, at most
+ * `whole_units_max` whole units.
+ */
+export const parseMoney = (
+  amount: number | string,
+  asset: Asset,
+  whole_units_max: bigint,
+  param = "amount",
+): Effect.Effect<bigint, ApiError> => {
+  const parsed =
+    typeof amount === "number"
+      ? parseAmountNumber(amount, asset.decimals)
+      : parseAmount(amount, asset.decimals)
+  if (Result.isFailure(parsed)) {
+    return Effect.fail(badRequest(amountCodes[parsed.failure._tag], amountMessage(parsed.failure), param))
+  }
+  if (parsed.success > whole_units_max * 10n ** BigInt(asset.decimals)) {
+    return Effect.fail(
+      badRequest("amount_too_large", `amount may be at most ${whole_units_max} ${asset.symbol}.`, param),
+    )
+  }
+  return Effect.succeed(parsed.success)
+}
+
+/** The asset of `token` on `chain`, or a 400 naming the supported tokens. */
+export const tokenOn = (chain: string, token: string, param = "token"): Effect.Effect<Asset, ApiError> =>
+  isWalletChain(chain) && isTokenSymbol(token)
+    ? Effect.succeed(tokenAsset(chain, token))
+    : Effect.fail(
+        badRequest(
+          "unknown_token",
+          `Unknown token ${JSON.stringify(token)}; one of ${tokenSymbols.join(", ")}.`,
+          param,
+        ),
+      )
+
+/** 403 outside the sandbox. */
+export const requireSandbox = (caller: Caller): Effect.Effect<void, ApiError> =>
+  caller.environment === "sandbox"
+    ? Effect.void
+    : Effect.fail(
+        new ApiError({
+          status: 403,
+          code: "sandbox_only",
+          message: "This endpoint exists only in the sandbox; production keys cannot use it.",
+        }),
+      )
+
+/** A trimmed string of 1..max characters, or a 400 for `param`. */
+export const text = (value: string, param: string, max: number, min = 1): Effect.Effect<string, ApiError> => {
+  const trimmed = value.trim()
+  return trimmed.length >= min && trimmed.length <= max
+    ? Effect.succeed(trimmed)
+    : Effect.fail(badRequest("invalid_parameter", `${param} must be ${min} to ${max} characters.`, param))
+}
+
+/** Answers a handler's `ApiError` with its error response (handlers declare no error schemas). */
+export const respond = <A, R>(
+  effect: Effect.Effect<A, ApiError, R>,
+): Effect.Effect<A | HttpServerResponse.HttpServerResponse, never, R> =>
+  Effect.catch(effect, (error) =>
+    Effect.gen(function* () {
+      return errorResponse(error, yield* CurrentRequestId)
+    }),
+  )

@@ -1,0 +1,188 @@
+/**
+ * Social identities: link an identifier (phone, e-mail, handle) to a wallet, list, get, unlink.
+ * An identifier links to one wallet at a time per tenant and environment. Linking completes the
+ * payments that were waiting for the identifier before it answers.
+ */
+import { Effect, Result } from "effect"
+import { HttpApiBuilder } from "effect/http-api"
+import {
+  type IdentityKind,
+  identityKinds,
+  normaliseIdentifier,
+} from "../../../domain/platform/identifiers.ts"
+import type { Caller } from "../../platform/credentials.ts"
+import { inTransaction, storeResponses } from "../../platform/idempotency.ts"
+import { idPrefixes, newId } from "../../platform/ids.ts"
+import { Platform } from "../../platform/service.ts"
+import { settleWaitingPayments } from "../../platform/settlement.ts"
+import { CurrentCaller, PlatformApi } from "../api.ts"
+import { badRequest, conflict, notFound } from "../errors.ts"
+import { idempotent, storedResponse } from "../idempotency.ts"
+import { db, dbUnique, parseLimit, respond } from "./common.ts"
+import { callerWallet } from "./wallets.ts"
+
+interface IdentityRow {
+  identity_id: string
+  wallet_id: string
+  kind: IdentityKind
+  value: string
+  linked_at: Date
+  unlinked_at: Date | null
+}
+
+const toIdentity = (row: IdentityRow) => ({
+  identity_id: row.identity_id,
+  wallet_id: row.wallet_id,
+  kind: row.kind,
+  value: row.value,
+  status: row.unlinked_at === null ? ("linked" as const) : ("unlinked" as const),
+  linked_at: row.linked_at.toISOString(),
+  unlinked_at: row.unlinked_at?.toISOString() ?? null,
+})
+
+const columns = "identity_id, wallet_id, kind, value, linked_at, unlinked_at"
+
+const link = (payload: { wallet_id: string; kind: string; value: string }) =>
+  Effect.gen(function* () {
+    const caller = yield* CurrentCaller
+    const platform = yield* Platform
+    if (!(identityKinds as ReadonlyArray<string>).includes(payload.kind)) {
+      return yield* badRequest("invalid_kind", `kind must be one of ${identityKinds.join(", ")}.`, "kind")
+    }
+    const kind = payload.kind as IdentityKind
+    const value = normaliseIdentifier(kind, payload.value)
+    if (Result.isFailure(value)) return yield* badRequest(`invalid_${kind}`, value.failure.message, "value")
+    yield* callerWallet(caller, payload.wallet_id)
+    const identity = yield* idempotent(caller, "identities.link", payload, (ticket) =>
+      dbUnique(
+        () =>
+          inTransaction(platform.pool, async (client) => {
+            const inserted = await client.query<IdentityRow>(
+              `insert into platform.identities (identity_id, tenant_id, environment, kind, value, wallet_id, linked_at)
+               values ($1, $2, $3, $4, $5, $6, now()) returning ${columns}`,
+              [
+                newId(idPrefixes.identity),
+                caller.tenant_id,
+                caller.environment,
+                kind,
+                value.success,
+                payload.wallet_id,
+              ],
+            )
+            const row = inserted.rows[0]
+            if (row === undefined) throw new Error("identity insert returned nothing")
+            const body = toIdentity(row)
+            await platform.enqueue(client, [
+              {
+                tenant_id: caller.tenant_id,
+                environment: caller.environment,
+                event_type: "identity.linked",
+                data: body,
+                created_at: row.linked_at,
+              },
+            ])
+            if (ticket !== undefined) await storeResponses(client, [storedResponse(ticket, 201, body)])
+            return body
+          }),
+        () =>
+          conflict(
+            "identity_already_linked",
+            "This identifier is linked to a wallet already; unlink it first.",
+            "value",
+          ),
+      ),
+    )
+    if ("identity_id" in identity) yield* settle(caller, identity.value, identity.wallet_id)
+    return identity
+  })
+
+/** Completes waiting payments; a failure here is logged and left to the settlement sweeper. */
+const settle = (caller: Caller, value: string, wallet_id: string) =>
+  Effect.gen(function* () {
+    const platform = yield* Platform
+    yield* settleWaitingPayments(platform.pool, platform.writer, caller, value, wallet_id).pipe(
+      Effect.catchCause((cause) =>
+        Effect.logWarning("settlement after link failed; the sweeper retries", cause),
+      ),
+    )
+  })
+
+const findIdentity = (caller: Caller, identity_id: string) =>
+  Effect.gen(function* () {
+    const { pool } = yield* Platform
+    const found = yield* db(() =>
+      pool.query<IdentityRow>(
+        `select ${columns} from platform.identities where tenant_id = $1 and environment = $2 and identity_id = $3`,
+        [caller.tenant_id, caller.environment, identity_id],
+      ),
+    )
+    const row = found.rows[0]
+    if (row === undefined) return yield* notFound("identity", identity_id, "identity_id")
+    return row
+  })
+
+const unlink = (identity_id: string) =>
+  Effect.gen(function* () {
+    const caller = yield* CurrentCaller
+    const { pool } = yield* Platform
+    const updated = yield* db(() =>
+      pool.query<IdentityRow>(
+        `update platform.identities set unlinked_at = now()
+          where tenant_id = $1 and environment = $2 and identity_id = $3 and unlinked_at is null
+          returning ${columns}`,
+        [caller.tenant_id, caller.environment, identity_id],
+      ),
+    )
+    // Unlinking twice is not an error: the identity is unlinked either way.
+    return toIdentity(updated.rows[0] ?? (yield* findIdentity(caller, identity_id)))
+  })
+
+const list = (query: {
+  limit?: string | undefined
+  starting_after?: string | undefined
+  wallet_id?: string | undefined
+}) =>
+  Effect.gen(function* () {
+    const caller = yield* CurrentCaller
+    const { pool } = yield* Platform
+    const limit = yield* parseLimit(query.limit)
+    if (query.wallet_id !== undefined) yield* callerWallet(caller, query.wallet_id)
+    const found = yield* db(() =>
+      pool.query<IdentityRow>(
+        `select ${columns} from platform.identities
+          where tenant_id = $1 and environment = $2 and ($3::text is null or wallet_id = $3)
+            and ($4::text is null or identity_id > $4)
+          order by identity_id limit $5`,
+        [
+          caller.tenant_id,
+          caller.environment,
+          query.wallet_id ?? null,
+          query.starting_after ?? null,
+          limit + 1,
+        ],
+      ),
+    )
+    const rows = found.rows.slice(0, limit)
+    const has_more = found.rows.length > limit
+    return {
+      data: rows.map(toIdentity),
+      has_more,
+      next_cursor: has_more ? (rows[rows.length - 1]?.identity_id ?? null) : null,
+    }
+  })
+
+export const IdentitiesHandlers = HttpApiBuilder.group(PlatformApi, "identities", (handlers) =>
+  Effect.succeed(
+    handlers
+      .handle("link", ({ payload }) => respond(link(payload)))
+      .handle("list", ({ query }) => respond(list(query)))
+      .handle("get", ({ params }) =>
+        respond(
+          Effect.gen(function* () {
+            return toIdentity(yield* findIdentity(yield* CurrentCaller, params.identity_id))
+          }),
+        ),
+      )
+      .handle("unlink", ({ params }) => respond(unlink(params.identity_id))),
+  ),
+)

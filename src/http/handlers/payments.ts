@@ -1,0 +1,357 @@
+/**
+ * Social payments and transactions. See src/platform/payments.ts for how a payment maps onto the
+ * ledger; this file validates the request, picks the path (linked recipient or waiting) and turns
+ * ledger outcomes into responses. Nothing is written before the request is known to be valid.
+ */
+import { Effect, Result } from "effect"
+import { HttpApiBuilder } from "effect/http-api"
+import type { CreateTransfers } from "../../../domain/ledger/commands.ts"
+import { paymentFee, paymentTransfers } from "../../../domain/ledger/fee.ts"
+import type { Asset } from "../../../domain/money/asset.ts"
+import { type Identifier, parseRecipient } from "../../../domain/platform/identifiers.ts"
+import {
+  ensureAccounts,
+  escrowAccount,
+  escrowAccountId,
+  feeAccount,
+  feeAccountId,
+  ledgerOf,
+  transferCodes,
+  walletAccount,
+  walletAccountId,
+} from "../../platform/accounts.ts"
+import type { Caller } from "../../platform/credentials.ts"
+import { inTransaction, storeResponses } from "../../platform/idempotency.ts"
+import { idPrefixes, newId } from "../../platform/ids.ts"
+import { type LedgerAttachment, paymentEvent } from "../../platform/payments.ts"
+import { Platform } from "../../platform/service.ts"
+import {
+  getPayment,
+  insertPayments,
+  listPayments,
+  type PaymentRow,
+  type PaymentStatus,
+  toTransaction,
+} from "../../platform/transactions.ts"
+import type { WalletRow } from "../../platform/wallets.ts"
+import { CurrentCaller, PlatformApi } from "../api.ts"
+import { type ApiError, badRequest, CurrentRequestId, errorBody, notFound, unprocessable } from "../errors.ts"
+import { type IdempotencyTicket, idempotent, storedResponse } from "../idempotency.ts"
+import { db, parseLimit, parseMoney, respond, tokenOn } from "./common.ts"
+import { ledgerApiError, mapLedgerErrors } from "./ledger-errors.ts"
+import { callerWallet } from "./wallets.ts"
+
+/** Largest single payment, in whole token units. */
+export const payment_whole_units_max = 1_000_000_000n
+export const metadata_keys_max = 50
+export const metadata_key_length_max = 40
+export const metadata_value_length_max = 500
+export const note_length_max = 500
+
+interface PayPayload {
+  readonly recipient: string
+  readonly amount: number | string
+  readonly token: string
+  readonly note?: string | undefined
+  readonly from_wallet?: string | undefined
+  readonly metadata?: Readonly<Record<string, string>> | undefined
+}
+
+const checkMetadata = (metadata: Readonly<Record<string, string>>): Effect.Effect<void, ApiError> => {
+  const entries = Object.entries(metadata)
+  if (entries.length > metadata_keys_max) {
+    return Effect.fail(
+      badRequest("invalid_metadata", `metadata holds at most ${metadata_keys_max} keys.`, "metadata"),
+    )
+  }
+  for (const [key, value] of entries) {
+    if (key.length === 0 || key.length > metadata_key_length_max) {
+      return Effect.fail(
+        badRequest(
+          "invalid_metadata",
+          `metadata keys are 1 to ${metadata_key_length_max} characters.`,
+          `metadata.${key}`,
+        ),
+      )
+    }
+    if (value.length > metadata_value_length_max) {
+      return Effect.fail(
+        badRequest(
+          "invalid_metadata",
+          `metadata values are at most ${metadata_value_length_max} characters.`,
+          `metadata.${key}`,
+        ),
+      )
+    }
+  }
+  return Effect.void
+}
+
+/** The payer wallet and the recipient's linked wallet (if any), in one query. */
+const resolveParties = (caller: Caller, from_wallet: string | undefined, recipient: Identifier) =>
+  Effect.gen(function* () {
+    const { pool } = yield* Platform
+    const found = yield* db(() =>
+      pool.query<{ default_wallet_id: string | null; to_wallet_id: string | null }>(
+        `select (select default_wallet_id from platform.tenant_environments
+                  where tenant_id = $1 and environment = $2) as default_wallet_id,
+                (select wallet_id from platform.identities
+                  where tenant_id = $1 and environment = $2 and value = $3 and unlinked_at is null) as to_wallet_id`,
+        [caller.tenant_id, caller.environment, recipient.value],
+      ),
+    )
+    const row = found.rows[0]
+    const payer_id = from_wallet ?? row?.default_wallet_id ?? null
+    if (payer_id === null) {
+      return yield* unprocessable(
+        "no_default_wallet",
+        "The tenant has no wallet to pay from; create one or pass from_wallet.",
+        "from_wallet",
+      )
+    }
+    const payer = yield* callerWallet(caller, payer_id, "from_wallet")
+    return { payer, to_wallet_id: row?.to_wallet_id ?? null }
+  })
+
+interface Plan {
+  readonly row: PaymentRow
+  readonly command: CreateTransfers
+}
+
+const planPayment = (
+  caller: Caller,
+  payer: WalletRow,
+  to_wallet_id: string | null,
+  asset: Asset,
+  amount: bigint,
+  recipient: Identifier,
+  payload: PayPayload,
+  expiry_ms: number,
+): Plan => {
+  const now_ms = Date.now()
+  const transaction_id = newId(idPrefixes.transaction, now_ms)
+  const fee = paymentFee(amount)
+  const payer_account_id = walletAccountId(payer.wallet_id, asset)
+  const row: PaymentRow = {
+    transaction_id,
+    tenant_id: caller.tenant_id,
+    environment: caller.environment,
+    type: "social_payment",
+    status: to_wallet_id === null ? "pending" : "completed",
+    from_wallet_id: payer.wallet_id,
+    to_wallet_id,
+    recipient: recipient.value,
+    recipient_kind: recipient.kind,
+    token: asset.symbol,
+    chain: asset.chain,
+    decimals: asset.decimals,
+    amount: amount.toString(),
+    fee: fee.toString(),
+    note: payload.note ?? null,
+    metadata: payload.metadata ?? {},
+    failure_code: null,
+    failure_message: null,
+    created_at: new Date(now_ms).toISOString(),
+    expires_at: to_wallet_id === null ? new Date(now_ms + expiry_ms).toISOString() : null,
+    completed_at: to_wallet_id === null ? null : new Date(now_ms).toISOString(),
+    failed_at: null,
+  }
+  const command: CreateTransfers =
+    to_wallet_id === null
+      ? {
+          type: "CreateTransfers",
+          group_id: null,
+          transfers: [
+            {
+              transfer_id: transaction_id,
+              debit_account_id: payer_account_id,
+              credit_account_id: escrowAccountId(asset),
+              amount: amount + fee,
+              code: transferCodes.payment,
+              user_data: transaction_id,
+              pending: { timeout_ms: expiry_ms },
+            },
+          ],
+          now_ms,
+        }
+      : paymentTransfers({
+          group_id: transaction_id,
+          payment_transfer_id: transaction_id,
+          fee_transfer_id: `${transaction_id}:fee`,
+          payer_account_id,
+          payee_account_id: walletAccountId(to_wallet_id, asset),
+          fee_account_id: feeAccountId(asset),
+          amount,
+          code: transferCodes.payment,
+          fee_code: transferCodes.fee,
+          user_data: transaction_id,
+          now_ms,
+        })
+  return { row, command }
+}
+
+/** Records a refused payment as failed, with its payment.failed event and stored response. */
+const recordFailed = (row: PaymentRow, error: ApiError, ticket: IdempotencyTicket | undefined) =>
+  Effect.gen(function* () {
+    const platform = yield* Platform
+    const request_id = yield* CurrentRequestId
+    const failed: PaymentRow = {
+      ...row,
+      status: "failed",
+      to_wallet_id: row.to_wallet_id,
+      expires_at: null,
+      completed_at: null,
+      failure_code: error.code,
+      failure_message: error.message,
+      failed_at: new Date().toISOString(),
+    }
+    yield* db(() =>
+      inTransaction(platform.pool, async (client) => {
+        await insertPayments(client, [failed])
+        await platform.enqueue(client, [paymentEvent(failed)])
+        if (ticket !== undefined) {
+          await storeResponses(client, [storedResponse(ticket, error.status, errorBody(error, request_id))])
+        }
+      }),
+    )
+  })
+
+const execute = (caller: Caller, plan: Plan, ticket: IdempotencyTicket | undefined) =>
+  Effect.gen(function* () {
+    const platform = yield* Platform
+    const request_id = yield* CurrentRequestId
+    const view = toTransaction(plan.row)
+    const attachment: LedgerAttachment = {
+      kind: "payment",
+      payment: plan.row,
+      stored: ticket === undefined ? undefined : storedResponse(ticket, 200, view),
+    }
+    const outcome = yield* Effect.result(
+      platform.writer.execute(ledgerOf(caller.tenant_id, caller.environment), plan.command, {
+        actor: caller.key_id,
+        correlation_id: request_id,
+        attachment,
+        ...(ticket === undefined
+          ? {}
+          : { idempotency_key: `api:${ticket.idempotency_key}`, fingerprint: ticket.fingerprint }),
+      }),
+    )
+    if (Result.isFailure(outcome)) {
+      const error = ledgerApiError(outcome.failure)
+      if (error === undefined) return yield* Effect.die(outcome.failure)
+      if (error.code === "insufficient_funds") yield* recordFailed(plan.row, error, ticket)
+      return yield* Effect.fail(error)
+    }
+    if (!outcome.success.replayed) return view
+    // A retry of a payment this process did not see start: answer with the recorded payment.
+    const original = String(
+      outcome.success.events.find((e) => e.event_type.endsWith("Created"))?.data.transfer_id,
+    )
+    const row = yield* db(() => getPayment(platform.pool, caller.tenant_id, caller.environment, original))
+    if (row === undefined) return yield* Effect.die(new Error(`replayed payment ${original} has no record`))
+    return toTransaction(row)
+  })
+
+const pay = (payload: PayPayload) =>
+  Effect.gen(function* () {
+    const caller = yield* CurrentCaller
+    const platform = yield* Platform
+    const request_id = yield* CurrentRequestId
+    const recipient = parseRecipient(payload.recipient)
+    if (Result.isFailure(recipient)) {
+      return yield* badRequest("invalid_recipient", recipient.failure.message, "recipient")
+    }
+    if (payload.note !== undefined && payload.note.length > note_length_max) {
+      return yield* badRequest("invalid_note", `note is at most ${note_length_max} characters.`, "note")
+    }
+    yield* checkMetadata(payload.metadata ?? {})
+    const { payer, to_wallet_id } = yield* resolveParties(caller, payload.from_wallet, recipient.success)
+    const asset = yield* tokenOn(payer.chain, payload.token)
+    const amount = yield* parseMoney(payload.amount, asset, payment_whole_units_max)
+    if (to_wallet_id === payer.wallet_id) {
+      return yield* unprocessable("same_wallet", "The recipient is linked to the paying wallet.", "recipient")
+    }
+    const ledger = ledgerOf(caller.tenant_id, caller.environment)
+    const accounts =
+      to_wallet_id === null
+        ? [walletAccount(payer.wallet_id, asset), escrowAccount(asset)]
+        : [walletAccount(payer.wallet_id, asset), walletAccount(to_wallet_id, asset), feeAccount(asset)]
+    yield* mapLedgerErrors(
+      ensureAccounts(platform.writer, ledger, accounts, { actor: caller.key_id, correlation_id: request_id }),
+    )
+    return yield* idempotent(caller, "payments.pay", payload, (ticket) =>
+      execute(
+        caller,
+        planPayment(
+          caller,
+          payer,
+          to_wallet_id,
+          asset,
+          amount,
+          recipient.success,
+          payload,
+          platform.settings.pending_payment_expiry_ms,
+        ),
+        ticket,
+      ),
+    )
+  })
+
+const statuses: ReadonlyArray<PaymentStatus> = ["pending", "completed", "failed"]
+
+const checkTime = (value: string | undefined, param: string): Effect.Effect<string | undefined, ApiError> =>
+  value === undefined || !Number.isNaN(Date.parse(value))
+    ? Effect.succeed(value === undefined ? undefined : new Date(value).toISOString())
+    : Effect.fail(badRequest("invalid_time", `${param} must be an ISO 8601 time.`, param))
+
+const list = (query: {
+  readonly limit?: string | undefined
+  readonly starting_after?: string | undefined
+  readonly wallet_id?: string | undefined
+  readonly status?: string | undefined
+  readonly created_gte?: string | undefined
+  readonly created_lt?: string | undefined
+}) =>
+  Effect.gen(function* () {
+    const caller = yield* CurrentCaller
+    const { pool } = yield* Platform
+    const limit = yield* parseLimit(query.limit)
+    if (query.status !== undefined && !(statuses as ReadonlyArray<string>).includes(query.status)) {
+      return yield* badRequest("invalid_status", `status must be one of ${statuses.join(", ")}.`, "status")
+    }
+    if (query.wallet_id !== undefined) yield* callerWallet(caller, query.wallet_id)
+    const created_gte = yield* checkTime(query.created_gte, "created_gte")
+    const created_lt = yield* checkTime(query.created_lt, "created_lt")
+    return yield* db(() =>
+      listPayments(pool, caller.tenant_id, caller.environment, {
+        wallet_id: query.wallet_id,
+        status: query.status as PaymentStatus | undefined,
+        created_gte,
+        created_lt,
+        starting_after: query.starting_after,
+        limit,
+      }),
+    )
+  })
+
+export const PaymentsHandlers = HttpApiBuilder.group(PlatformApi, "payments", (handlers) =>
+  Effect.succeed(
+    handlers
+      .handle("pay", ({ payload }) => respond(pay(payload)))
+      .handle("get", ({ params }) =>
+        respond(
+          Effect.gen(function* () {
+            const caller = yield* CurrentCaller
+            const { pool } = yield* Platform
+            const row = yield* db(() =>
+              getPayment(pool, caller.tenant_id, caller.environment, params.transaction_id),
+            )
+            if (row === undefined)
+              return yield* notFound("transaction", params.transaction_id, "transaction_id")
+            return toTransaction(row)
+          }),
+        ),
+      )
+      .handle("list", ({ query }) => respond(list(query))),
+  ),
+)

@@ -1,0 +1,378 @@
+/**
+ * Registration, the tenant record, verification (KYC/KYB) and API keys.
+ */
+import { Effect, Result } from "effect"
+import { HttpServerRequest } from "effect/http"
+import { HttpApiBuilder } from "effect/http-api"
+import { normaliseEmail } from "../../../domain/platform/identifiers.ts"
+import {
+  type ApiScope,
+  apiScopes,
+  type Environment,
+  environments,
+  isApiScope,
+  type Plan,
+  plans,
+} from "../../../domain/platform/scopes.ts"
+import { simulateVerification } from "../../../domain/platform/verification.ts"
+import {
+  getKey,
+  insertKey,
+  listKeys,
+  rotation_grace_ms_default,
+  rotation_grace_ms_max,
+  toKeyView,
+} from "../../platform/credentials.ts"
+import { inTransaction, storeResponses } from "../../platform/idempotency.ts"
+import { idPrefixes, newId } from "../../platform/ids.ts"
+import { hashPassword } from "../../platform/passwords.ts"
+import { Platform } from "../../platform/service.ts"
+import { CurrentCaller, PlatformApi } from "../api.ts"
+import { ApiError, badRequest, conflict, forbidden, notFound } from "../errors.ts"
+import { idempotent, storedResponse } from "../idempotency.ts"
+import { db, dbUnique, respond, text } from "./common.ts"
+
+const password_length_min = 10
+const password_length_max = 256
+/** Registrations per second from one client address (burst twice that). */
+const registration_rate_per_s = 20
+
+interface TenantRow {
+  tenant_id: string
+  email: string
+  company_name: string
+  plan: Plan
+  kyc_status: "unverified" | "verified" | "rejected"
+  kyc_level: number
+  kyc_reason: string | null
+  kyc_decided_at: Date | null
+  created_at: Date
+}
+
+const toTenant = (row: TenantRow, environment: Environment) => ({
+  tenant_id: row.tenant_id,
+  email: row.email,
+  company_name: row.company_name,
+  plan: row.plan,
+  environment,
+  verification: {
+    status: row.kyc_status,
+    kyc_level: row.kyc_level,
+    reason: row.kyc_reason,
+    decided_at: row.kyc_decided_at?.toISOString() ?? null,
+  },
+  created_at: row.created_at.toISOString(),
+})
+
+const tenantColumns =
+  "tenant_id, email, company_name, plan, kyc_status, kyc_level, kyc_reason, kyc_decided_at, created_at"
+
+const register = (payload: { email: string; password: string; company_name: string; plan: string }) =>
+  Effect.gen(function* () {
+    const platform = yield* Platform
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const address = request.remoteAddress ?? "unknown"
+    const admitted = platform.limiter.admit(
+      [{ key: `register:${address}`, rate_per_s: registration_rate_per_s }],
+      Date.now(),
+    )
+    if (!admitted.allowed) {
+      return yield* new ApiError({
+        status: 429,
+        code: "rate_limited",
+        message: "Too many registrations from this address.",
+        headers: { "retry-after": String(admitted.retry_after_s) },
+      })
+    }
+    const email = normaliseEmail(payload.email)
+    if (Result.isFailure(email))
+      return yield* badRequest("invalid_email", "email is not a valid e-mail address.", "email")
+    if (payload.password.length < password_length_min || payload.password.length > password_length_max) {
+      return yield* badRequest(
+        "invalid_password",
+        `password must be ${password_length_min} to ${password_length_max} characters.`,
+        "password",
+      )
+    }
+    const company_name = yield* text(payload.company_name, "company_name", 200)
+    const plan = payload.plan.trim().toLowerCase()
+    if (!(plans as ReadonlyArray<string>).includes(plan)) {
+      return yield* badRequest("invalid_plan", `plan must be one of ${plans.join(", ")}.`, "plan")
+    }
+    const password_hash = yield* Effect.promise(() => hashPassword(payload.password))
+    return yield* idempotent({ tenant_id: "", environment: "public" }, "tenant.register", payload, (ticket) =>
+      dbUnique(
+        () =>
+          inTransaction(platform.pool, async (client) => {
+            const tenant_id = newId(idPrefixes.tenant)
+            await client.query(
+              `insert into platform.tenants (tenant_id, email, password_hash, company_name, plan, custody_index, created_at)
+               values ($1, $2, $3, $4, $5, nextval('platform.tenant_custody_index'), now())`,
+              [tenant_id, email.success, password_hash, company_name, plan],
+            )
+            await client.query(
+              "insert into platform.tenant_environments (tenant_id, environment) values ($1, 'sandbox')",
+              [tenant_id],
+            )
+            const key = await insertKey(client, {
+              tenant_id,
+              environment: "sandbox",
+              scopes: apiScopes,
+              name: "default",
+            })
+            const body = { tenant_id, api_key: key.api_key, environment: "sandbox" as const }
+            if (ticket !== undefined) await storeResponses(client, [storedResponse(ticket, 201, body)])
+            return body
+          }),
+        () => conflict("email_taken", "A tenant with this e-mail address is already registered.", "email"),
+      ),
+    )
+  })
+
+export const RegistrationHandlers = HttpApiBuilder.group(PlatformApi, "registration", (handlers) =>
+  Effect.succeed(handlers.handle("register", ({ payload }) => respond(register(payload)))),
+)
+
+const loadTenant = (tenant_id: string) =>
+  Effect.gen(function* () {
+    const { pool } = yield* Platform
+    const row = (yield* db(() =>
+      pool.query<TenantRow>(`select ${tenantColumns} from platform.tenants where tenant_id = $1`, [
+        tenant_id,
+      ]),
+    )).rows[0]
+    if (row === undefined) return yield* Effect.die(new Error(`authenticated tenant ${tenant_id} has no row`))
+    return row
+  })
+
+const countryPattern = /^[A-Z]{2}$/
+
+const submitVerification = (payload: {
+  legal_name: string
+  registration_number: string
+  country: string
+  representative: { name: string; country: string }
+  documents?: ReadonlyArray<string> | undefined
+}) =>
+  Effect.gen(function* () {
+    const caller = yield* CurrentCaller
+    const { pool } = yield* Platform
+    const legal_name = yield* text(payload.legal_name, "legal_name", 200, 2)
+    const registration_number = yield* text(payload.registration_number, "registration_number", 64, 2)
+    const representative_name = yield* text(payload.representative.name, "representative.name", 200, 2)
+    for (const [param, value] of [
+      ["country", payload.country],
+      ["representative.country", payload.representative.country],
+    ] as const) {
+      if (!countryPattern.test(value)) {
+        return yield* badRequest(
+          "invalid_country",
+          `${param} must be an ISO 3166-1 alpha-2 code such as DE.`,
+          param,
+        )
+      }
+    }
+    const documents = payload.documents ?? []
+    if (documents.length > 20 || documents.some((d) => d.length === 0 || d.length > 500)) {
+      return yield* badRequest(
+        "invalid_documents",
+        "documents: at most 20 references of 1-500 characters.",
+        "documents",
+      )
+    }
+    const submission = {
+      legal_name,
+      registration_number,
+      country: payload.country,
+      representative_name,
+      representative_country: payload.representative.country,
+      documents,
+    }
+    const decision = simulateVerification(submission)
+    const reason = decision.status === "rejected" ? decision.reason : null
+    return yield* idempotent(caller, "tenant.verification", payload, (ticket) =>
+      db(() =>
+        inTransaction(pool, async (client) => {
+          const updated = await client.query<TenantRow>(
+            `update platform.tenants
+                set kyc_status = $2, kyc_level = $3, kyc_reason = $4, kyc_submission = $5, kyc_decided_at = now()
+              where tenant_id = $1 returning ${tenantColumns}`,
+            [caller.tenant_id, decision.status, decision.kyc_level, reason, JSON.stringify(submission)],
+          )
+          const row = updated.rows[0]
+          if (row === undefined) throw new Error("tenant vanished")
+          const body = toTenant(row, caller.environment)
+          if (ticket !== undefined) await storeResponses(client, [storedResponse(ticket, 200, body)])
+          return body
+        }),
+      ),
+    )
+  })
+
+export const TenantHandlers = HttpApiBuilder.group(PlatformApi, "tenant", (handlers) =>
+  Effect.succeed(
+    handlers
+      .handle("get", () =>
+        Effect.gen(function* () {
+          const caller = yield* CurrentCaller
+          return toTenant(yield* loadTenant(caller.tenant_id), caller.environment)
+        }),
+      )
+      .handle("submitVerification", ({ payload }) => respond(submitVerification(payload))),
+  ),
+)
+
+const parseScopes = (
+  scopes: ReadonlyArray<string> | undefined,
+): Effect.Effect<ReadonlyArray<ApiScope>, ApiError> => {
+  if (scopes === undefined) return Effect.succeed(apiScopes)
+  const unknown = scopes.find((scope) => !isApiScope(scope))
+  if (unknown !== undefined) {
+    return Effect.fail(
+      badRequest(
+        "invalid_scope",
+        `Unknown scope ${JSON.stringify(unknown)}; see the docs for the list.`,
+        "scopes",
+      ),
+    )
+  }
+  if (scopes.length === 0)
+    return Effect.fail(badRequest("invalid_scope", "A key needs at least one scope.", "scopes"))
+  return Effect.succeed([...new Set(scopes)] as ReadonlyArray<ApiScope>)
+}
+
+const createKey = (payload: {
+  environment?: string | undefined
+  scopes?: ReadonlyArray<string> | undefined
+  name?: string | undefined
+}) =>
+  Effect.gen(function* () {
+    const caller = yield* CurrentCaller
+    const { pool } = yield* Platform
+    const environment = payload.environment ?? caller.environment
+    if (!(environments as ReadonlyArray<string>).includes(environment)) {
+      return yield* badRequest(
+        "invalid_environment",
+        `environment must be one of ${environments.join(", ")}.`,
+        "environment",
+      )
+    }
+    const scopes = yield* parseScopes(payload.scopes)
+    const name = payload.name === undefined ? null : yield* text(payload.name, "name", 100)
+    if (environment === "production") {
+      const tenant = yield* loadTenant(caller.tenant_id)
+      if (tenant.kyc_status !== "verified") {
+        return yield* forbidden(
+          "tenant_not_verified",
+          "Production credentials require a verified tenant; submit verification at POST /api/v1/tenant/verification.",
+        )
+      }
+    }
+    return yield* idempotent(caller, "keys.create", payload, (ticket) =>
+      db(() =>
+        inTransaction(pool, async (client) => {
+          await client.query(
+            "insert into platform.tenant_environments (tenant_id, environment) values ($1, $2) on conflict do nothing",
+            [caller.tenant_id, environment],
+          )
+          const key = await insertKey(client, {
+            tenant_id: caller.tenant_id,
+            environment: environment as Environment,
+            scopes,
+            name,
+          })
+          if (ticket !== undefined) await storeResponses(client, [storedResponse(ticket, 201, key)])
+          return key
+        }),
+      ),
+    )
+  })
+
+const rotateKey = (key_id: string, payload: { grace_period_seconds?: number | undefined }) =>
+  Effect.gen(function* () {
+    const caller = yield* CurrentCaller
+    const platform = yield* Platform
+    const grace_ms =
+      payload.grace_period_seconds === undefined
+        ? rotation_grace_ms_default
+        : payload.grace_period_seconds * 1000
+    if (!Number.isInteger(grace_ms) || grace_ms < 0 || grace_ms > rotation_grace_ms_max) {
+      return yield* badRequest(
+        "invalid_grace_period",
+        `grace_period_seconds must be an integer from 0 to ${rotation_grace_ms_max / 1000}.`,
+        "grace_period_seconds",
+      )
+    }
+    const result = yield* idempotent(caller, `keys.rotate.${key_id}`, payload, (ticket) =>
+      Effect.flatMap(
+        db(() =>
+          inTransaction(platform.pool, async (client) => {
+            const old = await client.query(
+              `select key_id, environment, scopes, name from platform.api_keys
+                where tenant_id = $1 and key_id = $2 and revoked_at is null and (expires_at is null or expires_at > now())
+                for update`,
+              [caller.tenant_id, key_id],
+            )
+            const row = old.rows[0] as
+              | { environment: Environment; scopes: Array<ApiScope>; name: string | null }
+              | undefined
+            if (row === undefined) return undefined
+            const new_key = await insertKey(client, { tenant_id: caller.tenant_id, ...row })
+            await client.query(
+              `update platform.api_keys set expires_at = now() + make_interval(secs => $3), rotated_to = $4
+                where tenant_id = $1 and key_id = $2`,
+              [caller.tenant_id, key_id, grace_ms / 1000, new_key.key_id],
+            )
+            const updated = await getKey(client, caller.tenant_id, row.environment, key_id)
+            if (updated === undefined) throw new Error("rotated key vanished")
+            const body = { new_key, old_key: toKeyView(updated) }
+            if (ticket !== undefined) await storeResponses(client, [storedResponse(ticket, 200, body)])
+            return body
+          }),
+        ),
+        (body) =>
+          body === undefined ? Effect.fail(notFound("api_key", key_id, "key_id")) : Effect.succeed(body),
+      ),
+    )
+    platform.keys.forget(key_id)
+    return result
+  })
+
+const revokeKey = (key_id: string) =>
+  Effect.gen(function* () {
+    const caller = yield* CurrentCaller
+    const platform = yield* Platform
+    const found = yield* db(() =>
+      platform.pool.query(
+        `update platform.api_keys set revoked_at = coalesce(revoked_at, now())
+          where tenant_id = $1 and key_id = $2 returning environment`,
+        [caller.tenant_id, key_id],
+      ),
+    )
+    platform.keys.forget(key_id)
+    const environment = found.rows[0]?.environment as Environment | undefined
+    if (environment === undefined) return yield* notFound("api_key", key_id, "key_id")
+    const row = yield* db(() => getKey(platform.pool, caller.tenant_id, environment, key_id))
+    if (row === undefined) return yield* notFound("api_key", key_id, "key_id")
+    return toKeyView(row)
+  })
+
+export const KeysHandlers = HttpApiBuilder.group(PlatformApi, "apiKeys", (handlers) =>
+  Effect.succeed(
+    handlers
+      .handle("create", ({ payload }) => respond(createKey(payload)))
+      .handle("list", () =>
+        Effect.gen(function* () {
+          const caller = yield* CurrentCaller
+          const { pool } = yield* Platform
+          const data = [
+            ...(yield* db(() => listKeys(pool, caller.tenant_id, "sandbox"))),
+            ...(yield* db(() => listKeys(pool, caller.tenant_id, "production"))),
+          ]
+          return { data }
+        }),
+      )
+      .handle("rotate", ({ params, payload }) => respond(rotateKey(params.key_id, payload)))
+      .handle("revoke", ({ params }) => respond(revokeKey(params.key_id))),
+  ),
+)

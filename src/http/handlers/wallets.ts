@@ -1,0 +1,236 @@
+/**
+ * Wallets, balances, the default wallet and the sandbox faucet.
+ */
+import { Effect } from "effect"
+import { HttpApiBuilder } from "effect/http-api"
+import {
+  chainTokens,
+  isWalletChain,
+  type WalletChain,
+  walletChains,
+} from "../../../domain/platform/tokens.ts"
+import {
+  ensureAccounts,
+  faucetAccount,
+  faucetAccountId,
+  ledgerOf,
+  transferCodes,
+  walletAccount,
+  walletAccountId,
+} from "../../platform/accounts.ts"
+import { walletBalances } from "../../platform/balances.ts"
+import type { Caller } from "../../platform/credentials.ts"
+import { inTransaction, storeResponses } from "../../platform/idempotency.ts"
+import { idPrefixes, newId } from "../../platform/ids.ts"
+import { Platform } from "../../platform/service.ts"
+import {
+  defaultWalletId,
+  insertWallet,
+  listWallets,
+  toWalletView,
+  type WalletRow,
+} from "../../platform/wallets.ts"
+import { CurrentCaller, PlatformApi } from "../api.ts"
+import { badRequest, CurrentRequestId, notFound } from "../errors.ts"
+import { idempotent, storedResponse } from "../idempotency.ts"
+import { db, parseLimit, parseMoney, requireSandbox, respond, text, tokenOn } from "./common.ts"
+import { mapLedgerErrors } from "./ledger-errors.ts"
+
+/** Most test money one faucet request credits, in whole token units. */
+export const faucet_whole_units_max = 1_000_000n
+
+/** The caller's wallet `wallet_id`, or a 404 (also for another tenant's or environment's wallet). */
+export const callerWallet = (caller: Caller, wallet_id: string, param = "wallet_id") =>
+  Effect.gen(function* () {
+    const platform = yield* Platform
+    const wallet = yield* db(() => platform.wallets.get(caller.tenant_id, caller.environment, wallet_id))
+    if (wallet === undefined) return yield* notFound("wallet", wallet_id, param)
+    return wallet
+  })
+
+const commandContext = (caller: Caller, request_id: string) => ({
+  actor: caller.key_id,
+  correlation_id: request_id,
+})
+
+/** Opens the ledger accounts of a wallet's chain tokens. */
+export const openWalletAccounts = (caller: Caller, wallet: WalletRow) =>
+  Effect.gen(function* () {
+    const platform = yield* Platform
+    const request_id = yield* CurrentRequestId
+    const specs = chainTokens(wallet.chain as WalletChain).map((asset) =>
+      walletAccount(wallet.wallet_id, asset),
+    )
+    yield* mapLedgerErrors(
+      ensureAccounts(
+        platform.writer,
+        ledgerOf(caller.tenant_id, caller.environment),
+        specs,
+        commandContext(caller, request_id),
+      ),
+    )
+  })
+
+const createWallet = (payload: { external_id: string; label: string; chain: string }) =>
+  Effect.gen(function* () {
+    const caller = yield* CurrentCaller
+    const platform = yield* Platform
+    const external_id = yield* text(payload.external_id, "external_id", 128)
+    const label = yield* text(payload.label, "label", 128, 0)
+    const chain = payload.chain.trim().toLowerCase()
+    if (!isWalletChain(chain)) {
+      return yield* badRequest(
+        "unsupported_chain",
+        `chain must be one of ${walletChains.join(", ")}.`,
+        "chain",
+      )
+    }
+    const result = yield* idempotent(caller, "wallets.create", payload, (ticket) =>
+      db(() =>
+        inTransaction(platform.pool, async (client) => {
+          const { row, is_default } = await insertWallet(client, {
+            wallet_id: newId(idPrefixes.wallet),
+            tenant_id: caller.tenant_id,
+            environment: caller.environment,
+            chain,
+            external_id,
+            label,
+            address: (index) =>
+              platform.custody.addressFor(caller.environment, chain, caller.custody_index, index),
+          })
+          const body = toWalletView(row, is_default ? row.wallet_id : null)
+          await platform.enqueue(client, [
+            {
+              tenant_id: caller.tenant_id,
+              environment: caller.environment,
+              event_type: "wallet.created",
+              data: body,
+              created_at: row.created_at,
+            },
+          ])
+          if (ticket !== undefined) await storeResponses(client, [storedResponse(ticket, 201, body)])
+          return { body, row }
+        }),
+      ),
+    )
+    if ("row" in result) {
+      yield* openWalletAccounts(caller, result.row)
+      return result.body
+    }
+    return result
+  })
+
+const getWallet = (wallet_id: string) =>
+  Effect.gen(function* () {
+    const caller = yield* CurrentCaller
+    const { pool } = yield* Platform
+    const wallet = yield* callerWallet(caller, wallet_id)
+    return toWalletView(wallet, yield* db(() => defaultWalletId(pool, caller.tenant_id, caller.environment)))
+  })
+
+const balance = (wallet_id: string) =>
+  Effect.gen(function* () {
+    const caller = yield* CurrentCaller
+    const { pool } = yield* Platform
+    yield* callerWallet(caller, wallet_id)
+    const tokens = yield* db(() => walletBalances(pool, caller.tenant_id, caller.environment, wallet_id))
+    return { wallet_id, tokens }
+  })
+
+const makeDefault = (wallet_id: string) =>
+  Effect.gen(function* () {
+    const caller = yield* CurrentCaller
+    const { pool } = yield* Platform
+    const wallet = yield* callerWallet(caller, wallet_id)
+    yield* db(() =>
+      pool.query(
+        "update platform.tenant_environments set default_wallet_id = $3 where tenant_id = $1 and environment = $2",
+        [caller.tenant_id, caller.environment, wallet_id],
+      ),
+    )
+    return toWalletView(wallet, wallet_id)
+  })
+
+const faucet = (payload: { wallet_id: string; token: string; amount: number | string }) =>
+  Effect.gen(function* () {
+    const caller = yield* CurrentCaller
+    const platform = yield* Platform
+    const request_id = yield* CurrentRequestId
+    yield* requireSandbox(caller)
+    const wallet = yield* callerWallet(caller, payload.wallet_id)
+    const asset = yield* tokenOn(wallet.chain, payload.token)
+    const amount = yield* parseMoney(payload.amount, asset, faucet_whole_units_max)
+    const ledger = ledgerOf(caller.tenant_id, caller.environment)
+    const context = commandContext(caller, request_id)
+    yield* mapLedgerErrors(
+      ensureAccounts(
+        platform.writer,
+        ledger,
+        [faucetAccount(asset), walletAccount(wallet.wallet_id, asset)],
+        context,
+      ),
+    )
+    const result = yield* idempotent(caller, "sandbox.faucet", payload, (ticket) =>
+      mapLedgerErrors(
+        platform.writer.execute(
+          ledger,
+          {
+            type: "CreateTransfers",
+            group_id: null,
+            transfers: [
+              {
+                transfer_id: newId("fct"),
+                debit_account_id: faucetAccountId(asset),
+                credit_account_id: walletAccountId(wallet.wallet_id, asset),
+                amount,
+                code: transferCodes.faucet,
+                user_data: null,
+              },
+            ],
+            now_ms: Date.now(),
+          },
+          {
+            ...context,
+            // A retry replays in the ledger (same key, same body) and then reads the balance afresh,
+            // so no response is stored: the balance of a replay is today's, not yesterday's.
+            ...(ticket === undefined
+              ? {}
+              : { idempotency_key: `api:${ticket.idempotency_key}`, fingerprint: ticket.fingerprint }),
+          },
+        ),
+      ),
+    )
+    if (!("events" in result)) return result
+    const tokens = yield* db(() =>
+      walletBalances(platform.pool, caller.tenant_id, caller.environment, wallet.wallet_id),
+    )
+    return { wallet_id: wallet.wallet_id, tokens }
+  })
+
+export const WalletsHandlers = HttpApiBuilder.group(PlatformApi, "wallets", (handlers) =>
+  Effect.succeed(
+    handlers
+      .handle("create", ({ payload }) => respond(createWallet(payload)))
+      .handle("list", ({ query }) =>
+        respond(
+          Effect.gen(function* () {
+            const caller = yield* CurrentCaller
+            const { pool } = yield* Platform
+            const limit = yield* parseLimit(query.limit)
+            return yield* db(() =>
+              listWallets(pool, caller.tenant_id, caller.environment, {
+                external_id: query.external_id,
+                starting_after: query.starting_after,
+                limit,
+              }),
+            )
+          }),
+        ),
+      )
+      .handle("get", ({ params }) => respond(getWallet(params.wallet_id)))
+      .handle("balance", ({ params }) => respond(balance(params.wallet_id)))
+      .handle("makeDefault", ({ params }) => respond(makeDefault(params.wallet_id))),
+  ),
+)
+
+export const faucetResponse = faucet

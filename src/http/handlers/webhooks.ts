@@ -1,0 +1,266 @@
+/**
+ * Webhook endpoints, their deliveries, redelivery, and the sandbox's simulated events. Storage and
+ * delivery live in src/webhooks; this validates input and scopes everything to the caller.
+ */
+import { Effect } from "effect"
+import { HttpApiBuilder } from "effect/http-api"
+import {
+  isWebhookEventType,
+  type WebhookEventType,
+  webhookEventTypes,
+} from "../../../domain/webhooks/events.ts"
+import type { Caller } from "../../platform/credentials.ts"
+import { inTransaction, storeResponses } from "../../platform/idempotency.ts"
+import { Platform } from "../../platform/service.ts"
+import { simulateEvent } from "../../webhooks/simulate.ts"
+import {
+  createWebhook,
+  deleteWebhook,
+  getWebhook,
+  listDeliveries,
+  listWebhooks,
+  toPublicWebhook,
+  updateWebhook,
+  type WebhookDelivery,
+  webhookUrlProblem,
+} from "../../webhooks/store.ts"
+import { CurrentCaller, PlatformApi } from "../api.ts"
+import { badRequest, notFound } from "../errors.ts"
+import { idempotent, storedResponse } from "../idempotency.ts"
+import { db, parseLimit, requireSandbox, respond } from "./common.ts"
+import { faucetResponse } from "./wallets.ts"
+
+const secret_length_min = 16
+const secret_length_max = 256
+const description_length_max = 500
+
+const scopeOf = (caller: Caller) => ({ tenant_id: caller.tenant_id, environment: caller.environment })
+
+const checkUrl = (caller: Caller, url: string) => {
+  const problem = webhookUrlProblem(url, caller.environment)
+  return problem === undefined
+    ? Effect.void
+    : Effect.fail(badRequest("invalid_url", `url: ${problem}.`, "url"))
+}
+
+const checkEvents = (events: ReadonlyArray<string>) => {
+  const unknown = events.find((event) => !isWebhookEventType(event))
+  if (unknown !== undefined || events.length === 0) {
+    return Effect.fail(
+      badRequest(
+        "invalid_events",
+        `events must list one or more of ${webhookEventTypes.join(", ")}${unknown === undefined ? "" : `; got ${JSON.stringify(unknown)}`}.`,
+        "events",
+      ),
+    )
+  }
+  return Effect.succeed([...new Set(events)] as ReadonlyArray<WebhookEventType>)
+}
+
+const checkSecret = (secret: string) =>
+  secret.length >= secret_length_min && secret.length <= secret_length_max && !/\s/.test(secret)
+    ? Effect.void
+    : Effect.fail(
+        badRequest(
+          "invalid_secret",
+          `secret must be ${secret_length_min} to ${secret_length_max} characters without spaces.`,
+          "secret",
+        ),
+      )
+
+const checkDescription = (description: string | null | undefined) =>
+  description === undefined || description === null || description.length <= description_length_max
+    ? Effect.void
+    : Effect.fail(
+        badRequest(
+          "invalid_description",
+          `description is at most ${description_length_max} characters.`,
+          "description",
+        ),
+      )
+
+const deliveryView = (delivery: WebhookDelivery) => ({
+  delivery_id: delivery.delivery_id,
+  event_id: delivery.event_id,
+  event_type: delivery.event_type,
+  webhook_id: delivery.webhook_id,
+  status: delivery.status,
+  attempt_count: delivery.attempt_count,
+  next_attempt_at: delivery.next_attempt_at?.toISOString() ?? null,
+  created_at: delivery.created_at.toISOString(),
+  attempts: delivery.attempts.map((attempt) => ({
+    attempt: attempt.attempt,
+    started_at: attempt.started_at.toISOString(),
+    latency_ms: attempt.latency_ms,
+    response_status: attempt.response_status,
+    response_excerpt: attempt.response_excerpt,
+    error: attempt.error,
+  })),
+})
+
+const create = (payload: {
+  url: string
+  events: ReadonlyArray<string>
+  secret: string
+  description?: string | undefined
+}) =>
+  Effect.gen(function* () {
+    const caller = yield* CurrentCaller
+    const { pool } = yield* Platform
+    yield* checkUrl(caller, payload.url)
+    const events = yield* checkEvents(payload.events)
+    yield* checkSecret(payload.secret)
+    yield* checkDescription(payload.description)
+    return yield* idempotent(caller, "webhooks.create", payload, (ticket) =>
+      db(() =>
+        inTransaction(pool, async (client) => {
+          const webhook = await createWebhook(client, scopeOf(caller), {
+            url: payload.url,
+            events,
+            secret: payload.secret,
+            description: payload.description ?? null,
+          })
+          const body = toPublicWebhook(webhook)
+          if (ticket !== undefined) await storeResponses(client, [storedResponse(ticket, 201, body)])
+          return body
+        }),
+      ),
+    )
+  })
+
+const update = (
+  webhook_id: string,
+  payload: {
+    url?: string | undefined
+    events?: ReadonlyArray<string> | undefined
+    secret?: string | undefined
+    description?: string | null | undefined
+    enabled?: boolean | undefined
+  },
+) =>
+  Effect.gen(function* () {
+    const caller = yield* CurrentCaller
+    const { pool } = yield* Platform
+    if (payload.url !== undefined) yield* checkUrl(caller, payload.url)
+    const events = payload.events === undefined ? undefined : yield* checkEvents(payload.events)
+    if (payload.secret !== undefined) yield* checkSecret(payload.secret)
+    yield* checkDescription(payload.description)
+    const updated = yield* db(() =>
+      updateWebhook(pool, scopeOf(caller), webhook_id, {
+        ...(payload.url === undefined ? {} : { url: payload.url }),
+        ...(events === undefined ? {} : { events }),
+        ...(payload.secret === undefined ? {} : { secret: payload.secret }),
+        ...(payload.description === undefined ? {} : { description: payload.description }),
+        ...(payload.enabled === undefined ? {} : { enabled: payload.enabled }),
+      }),
+    )
+    if (updated === undefined) return yield* notFound("webhook", webhook_id, "webhook_id")
+    return toPublicWebhook(updated)
+  })
+
+const simulate = (payload: { event_type: string; webhook_id?: string | undefined }) =>
+  Effect.gen(function* () {
+    const caller = yield* CurrentCaller
+    const { pool } = yield* Platform
+    yield* requireSandbox(caller)
+    if (!isWebhookEventType(payload.event_type)) {
+      return yield* badRequest(
+        "invalid_event_type",
+        `event_type must be one of ${webhookEventTypes.join(", ")}.`,
+        "event_type",
+      )
+    }
+    const event_type = payload.event_type
+    const sent = yield* db(() =>
+      simulateEvent(pool, scopeOf(caller), {
+        event_type,
+        ...(payload.webhook_id === undefined ? {} : { webhook_id: payload.webhook_id }),
+      }),
+    )
+    if (sent === undefined) return yield* notFound("webhook", payload.webhook_id ?? "", "webhook_id")
+    return { event_id: sent.event_id, event_type }
+  })
+
+export const WebhooksHandlers = HttpApiBuilder.group(PlatformApi, "webhooks", (handlers) =>
+  Effect.succeed(
+    handlers
+      .handle("create", ({ payload }) => respond(create(payload)))
+      .handle("list", ({ query }) =>
+        respond(
+          Effect.gen(function* () {
+            const caller = yield* CurrentCaller
+            const { pool } = yield* Platform
+            const limit = yield* parseLimit(query.limit)
+            const page = yield* db(() =>
+              listWebhooks(pool, scopeOf(caller), {
+                limit,
+                ...(query.starting_after === undefined ? {} : { starting_after: query.starting_after }),
+              }),
+            )
+            return { ...page, data: page.data.map((webhook) => toPublicWebhook(webhook)) }
+          }),
+        ),
+      )
+      .handle("get", ({ params }) =>
+        respond(
+          Effect.gen(function* () {
+            const caller = yield* CurrentCaller
+            const { pool } = yield* Platform
+            const webhook = yield* db(() => getWebhook(pool, scopeOf(caller), params.webhook_id))
+            if (webhook === undefined) return yield* notFound("webhook", params.webhook_id, "webhook_id")
+            return toPublicWebhook(webhook)
+          }),
+        ),
+      )
+      .handle("update", ({ params, payload }) => respond(update(params.webhook_id, payload)))
+      .handle("delete", ({ params }) =>
+        respond(
+          Effect.gen(function* () {
+            const caller = yield* CurrentCaller
+            const { pool } = yield* Platform
+            const deleted = yield* db(() => deleteWebhook(pool, scopeOf(caller), params.webhook_id))
+            if (!deleted) return yield* notFound("webhook", params.webhook_id, "webhook_id")
+            return { webhook_id: params.webhook_id, deleted: true as const }
+          }),
+        ),
+      )
+      .handle("deliveries", ({ params, query }) =>
+        respond(
+          Effect.gen(function* () {
+            const caller = yield* CurrentCaller
+            const { pool } = yield* Platform
+            const limit = yield* parseLimit(query.limit)
+            const page = yield* db(() =>
+              listDeliveries(pool, scopeOf(caller), params.webhook_id, {
+                limit,
+                ...(query.starting_after === undefined ? {} : { starting_after: query.starting_after }),
+              }),
+            )
+            if (page === undefined) return yield* notFound("webhook", params.webhook_id, "webhook_id")
+            return { ...page, data: page.data.map(deliveryView) }
+          }),
+        ),
+      )
+      .handle("redeliver", ({ params }) =>
+        respond(
+          Effect.gen(function* () {
+            const caller = yield* CurrentCaller
+            const platform = yield* Platform
+            const delivery = yield* db(() => platform.redeliver(scopeOf(caller), params.delivery_id))
+            if (delivery === undefined || delivery.webhook_id !== params.webhook_id) {
+              return yield* notFound("delivery", params.delivery_id, "delivery_id")
+            }
+            return deliveryView(delivery)
+          }),
+        ),
+      ),
+  ),
+)
+
+export const SandboxHandlers = HttpApiBuilder.group(PlatformApi, "sandbox", (handlers) =>
+  Effect.succeed(
+    handlers
+      .handle("faucet", ({ payload }) => respond(faucetResponse(payload)))
+      .handle("simulateWebhook", ({ payload }) => respond(simulate(payload))),
+  ),
+)

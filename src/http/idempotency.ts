@@ -1,0 +1,114 @@
+/**
+ * `Idempotency-Key` on every POST. A retry with the same key and body gets the stored response (with
+ * `Idempotent-Replayed: true`); the same key with a different body is a 409. Concurrent duplicates
+ * in this process wait for the first and share its outcome; across processes the stored response
+ * (written in the effect's own transaction) and the ledger's idempotency keys keep the effect
+ * single. Keys are scoped to the tenant and environment.
+ */
+import { createHash } from "node:crypto"
+import { Deferred, Effect, type Exit } from "effect"
+import { HttpServerRequest, HttpServerResponse } from "effect/http"
+import { findStoredResponse, type StoredResponse } from "../platform/idempotency.ts"
+import { Platform } from "../platform/service.ts"
+import { ApiError, CurrentRequestId } from "./errors.ts"
+
+/** JSON with object keys sorted, so that two spellings of one body fingerprint alike. */
+const stableJson = (value: unknown): string => {
+  if (Array.isArray(value)) return `[${value.map(stableJson).join(",")}]`
+  if (value !== null && typeof value === "object") {
+    const entries = Object.entries(value).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${stableJson(v)}`).join(",")}}`
+  }
+  return JSON.stringify(value) ?? "null"
+}
+
+const keyPattern = /^[\x21-\x7e]{1,255}$/
+
+/** What a handler needs to store its response with its effect. */
+export interface IdempotencyTicket {
+  readonly tenant_id: string
+  readonly environment: string
+  readonly idempotency_key: string
+  readonly fingerprint: string
+}
+
+/** The row to store for `ticket` answering `status` with `body`. */
+export const storedResponse = (ticket: IdempotencyTicket, status: number, body: unknown): StoredResponse => ({
+  ...ticket,
+  response_status: status,
+  response_body: body,
+})
+
+const reused = new ApiError({
+  status: 409,
+  type: "idempotency_error",
+  code: "idempotency_key_reused",
+  message: "This Idempotency-Key was used with a different request; use a new key for a new request.",
+  param: "Idempotency-Key",
+})
+
+type InFlight = {
+  readonly fingerprint: string
+  readonly done: Deferred.Deferred<Exit.Exit<unknown, unknown>>
+}
+const inFlight = new Map<string, InFlight>()
+
+const replay = (stored: StoredResponse, request_id: string) =>
+  HttpServerResponse.jsonUnsafe(stored.response_body, {
+    status: stored.response_status,
+    headers: { "idempotent-replayed": "true", "x-request-id": request_id },
+  })
+
+/**
+ * Runs `run` at most once per idempotency key of the scope. `run` receives the ticket to store its
+ * response with (undefined without a key).
+ * @example idempotent({ tenant_id, environment }, "wallets.create", payload, (ticket) => createWallet(..., ticket))
+ */
+export const idempotent = <A, R>(
+  scope: { readonly tenant_id: string; readonly environment: string },
+  operation: string,
+  payload: unknown,
+  run: (ticket: IdempotencyTicket | undefined) => Effect.Effect<A, ApiError, R>,
+): Effect.Effect<
+  A | HttpServerResponse.HttpServerResponse,
+  ApiError,
+  R | Platform | HttpServerRequest.HttpServerRequest
+> =>
+  Effect.gen(function* () {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const key = request.headers["idempotency-key"]
+    if (key === undefined) return yield* run(undefined)
+    if (!keyPattern.test(key)) {
+      return yield* new ApiError({
+        status: 400,
+        code: "invalid_idempotency_key",
+        message: "Idempotency-Key must be 1-255 printable ASCII characters without spaces.",
+        param: "Idempotency-Key",
+      })
+    }
+    const fingerprint = createHash("sha256")
+      .update(`${operation}\n${stableJson(payload)}`)
+      .digest("hex")
+    const ticket: IdempotencyTicket = { ...scope, idempotency_key: key, fingerprint }
+    const slot = `${scope.tenant_id}|${scope.environment}|${key}`
+    const running = inFlight.get(slot)
+    if (running !== undefined) {
+      if (running.fingerprint !== fingerprint) return yield* reused
+      const exit = yield* Deferred.await(running.done)
+      return yield* exit as Exit.Exit<A, ApiError>
+    }
+    const { pool } = yield* Platform
+    const stored = yield* Effect.promise(() =>
+      findStoredResponse(pool, scope.tenant_id, scope.environment, key),
+    )
+    if (stored !== undefined) {
+      if (stored.fingerprint !== fingerprint) return yield* reused
+      return replay(stored, yield* CurrentRequestId)
+    }
+    const done = yield* Deferred.make<Exit.Exit<unknown, unknown>>()
+    inFlight.set(slot, { fingerprint, done })
+    const exit = yield* Effect.exit(run(ticket))
+    inFlight.delete(slot)
+    yield* Deferred.succeed(done, exit)
+    return yield* exit
+  })

@@ -1,0 +1,108 @@
+/**
+ * The global request middleware: gives every request an id (`X-Request-Id`, echoed when the
+ * client sent a sane one), caps bodies at 1 MiB, and turns every failure that escaped a handler
+ * (malformed JSON, a body that fails its schema, an unknown route, a defect) into the platform's
+ * error body. Defects are logged with the request id and answered 500 without internals.
+ */
+import { randomBytes } from "node:crypto"
+import { ByteSize, Cause, Effect, SchemaIssue, type Types } from "effect"
+import {
+  HttpIncomingMessage,
+  HttpRouter,
+  HttpServerRequest,
+  type HttpServerResponse,
+  HttpServerResponse as Response,
+} from "effect/http"
+import { HttpApiError } from "effect/http-api"
+import { ApiError, CurrentRequestId, errorResponse } from "./errors.ts"
+
+/** Largest request body accepted. */
+export const request_body_bytes_max = 1_048_576
+
+const requestIdPattern = /^[A-Za-z0-9._:-]{8,128}$/
+
+const newRequestId = () => `req_${randomBytes(12).toString("hex")}`
+
+const formatIssues = SchemaIssue.makeFormatterStandardSchemaV1()
+
+const pathOf = (path: ReadonlyArray<PropertyKey | { readonly key: PropertyKey }> | undefined) =>
+  path === undefined || path.length === 0
+    ? undefined
+    : path.map((segment) => String(typeof segment === "object" ? segment.key : segment)).join(".")
+
+/** The error to answer for a failure or defect that no handler turned into a response. */
+export const classify = (squashed: unknown): ApiError | undefined => {
+  if (squashed instanceof ApiError) return squashed
+  if (HttpApiError.HttpApiSchemaError.is(squashed)) {
+    if (squashed.kind === "Body" || squashed.kind === "ResponseHeaders") return undefined
+    const issues = formatIssues(squashed.cause.issue).issues
+    const first = issues[0]
+    const param = pathOf(first?.path)
+    const where = squashed.kind === "Payload" ? "body" : squashed.kind.toLowerCase()
+    return new ApiError({
+      status: 400,
+      code: "invalid_parameter",
+      message: `Invalid request ${where}${param === undefined ? "" : ` at ${param}`}: ${first?.message ?? "malformed"}`,
+      param,
+    })
+  }
+  const tag = (squashed as { readonly _tag?: unknown } | null)?._tag
+  const reason = (
+    squashed as { readonly reason?: { readonly _tag?: unknown; readonly reason?: unknown } } | null
+  )?.reason
+  if (tag === "HttpServerError" && reason?._tag === "RequestParseError") {
+    return reason.reason === "BodyTooLarge"
+      ? new ApiError({
+          status: 413,
+          code: "body_too_large",
+          message: `Request bodies are limited to ${request_body_bytes_max} bytes.`,
+        })
+      : new ApiError({ status: 400, code: "invalid_json", message: "The request body is not valid JSON." })
+  }
+  if (tag === "RouteNotFound" || (tag === "HttpServerError" && reason?._tag === "RouteNotFound")) {
+    return new ApiError({ status: 404, code: "route_not_found", message: "No such endpoint." })
+  }
+  return undefined
+}
+
+const internal = new ApiError({
+  status: 500,
+  code: "internal_error",
+  message: "Something went wrong on our side; the request id identifies it in our logs.",
+})
+
+const answer = (
+  cause: Cause.Cause<unknown>,
+  request_id: string,
+): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
+  const known = classify(Cause.squash(cause))
+  if (known !== undefined) return Effect.succeed(errorResponse(known, request_id))
+  if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+  return Effect.logError("unhandled request failure", Cause.pretty(cause)).pipe(
+    Effect.annotateLogs({ request_id }),
+    Effect.as(errorResponse(internal, request_id)),
+  )
+}
+
+export const RequestMiddleware = HttpRouter.middleware(
+  (httpEffect) =>
+    Effect.gen(function* () {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const sent = request.headers["x-request-id"]
+      const request_id = sent !== undefined && requestIdPattern.test(sent) ? sent : newRequestId()
+      const response = yield* httpEffect.pipe(
+        Effect.provideService(CurrentRequestId, request_id),
+        Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(request_body_bytes_max)),
+        Effect.catchCause((cause) => answer(cause, request_id)),
+      )
+      return response.headers["x-request-id"] === undefined
+        ? Response.setHeader(response, "x-request-id", request_id)
+        : response
+      // Every failure is answered above; the router's type wants the unhandled marker kept.
+    }) as Effect.Effect<
+      HttpServerResponse.HttpServerResponse,
+      Types.unhandled,
+      HttpServerRequest.HttpServerRequest
+    >,
+  { global: true },
+)

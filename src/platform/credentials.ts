@@ -1,0 +1,180 @@
+/**
+ * Tenants and their API keys. A key is shown once, at creation; the platform keeps only its
+ * SHA-256 (a key is 256 random bits, so a fast hash is as safe as a slow one and costs microseconds
+ * per request). Keys are prefixed by environment (`sk_sandbox_`, `sk_live_`) and carry scopes.
+ * Rotating a key issues a new one and lets the old one work for a grace period; revoking is
+ * immediate in this process and within `key_cache_ttl_ms` in any other.
+ */
+import { createHash, randomBytes } from "node:crypto"
+import type pg from "pg"
+import type { ApiScope, Environment, Plan } from "../../domain/platform/scopes.ts"
+import { idPrefixes, newId } from "./ids.ts"
+
+/** How long a looked-up key is trusted without asking the database again. */
+export const key_cache_ttl_ms = 1_000
+/** Default and longest grace period of a rotated key. */
+export const rotation_grace_ms_default = 24 * 3_600_000
+export const rotation_grace_ms_max = 7 * 24 * 3_600_000
+
+export interface Caller {
+  readonly tenant_id: string
+  readonly environment: Environment
+  readonly key_id: string
+  readonly scopes: ReadonlyArray<ApiScope>
+  readonly plan: Plan
+  readonly custody_index: number
+}
+
+export interface ApiKeyView {
+  readonly key_id: string
+  readonly environment: Environment
+  readonly prefix: string
+  readonly scopes: ReadonlyArray<ApiScope>
+  readonly name: string | null
+  readonly created_at: string
+  readonly expires_at: string | null
+  readonly revoked_at: string | null
+  readonly status: "active" | "expiring" | "expired" | "revoked"
+}
+
+interface KeyRow {
+  key_id: string
+  environment: Environment
+  prefix: string
+  scopes: Array<ApiScope>
+  name: string | null
+  created_at: Date
+  expires_at: Date | null
+  revoked_at: Date | null
+}
+
+export const keyPrefix = (environment: Environment) =>
+  environment === "production" ? "sk_live_" : "sk_sandbox_"
+
+const sha256 = (text: string) => createHash("sha256").update(text).digest()
+
+export const toKeyView = (row: KeyRow, now_ms: number = Date.now()): ApiKeyView => ({
+  key_id: row.key_id,
+  environment: row.environment,
+  prefix: row.prefix,
+  scopes: row.scopes,
+  name: row.name,
+  created_at: row.created_at.toISOString(),
+  expires_at: row.expires_at?.toISOString() ?? null,
+  revoked_at: row.revoked_at?.toISOString() ?? null,
+  status:
+    row.revoked_at !== null
+      ? "revoked"
+      : row.expires_at === null
+        ? "active"
+        : row.expires_at.getTime() > now_ms
+          ? "expiring"
+          : "expired",
+})
+
+/**
+ * Creates a key in the caller's transaction; returns its one-time secret with its view.
+ * @example const { api_key } = await insertKey(client, { tenant_id, environment: "sandbox", scopes, name: null })
+ */
+export const insertKey = async (
+  db: pg.Pool | pg.PoolClient,
+  spec: {
+    readonly tenant_id: string
+    readonly environment: Environment
+    readonly scopes: ReadonlyArray<ApiScope>
+    readonly name: string | null
+  },
+): Promise<ApiKeyView & { readonly api_key: string }> => {
+  const api_key = `${keyPrefix(spec.environment)}${randomBytes(32).toString("base64url")}`
+  const found = await db.query<KeyRow>(
+    `insert into platform.api_keys (key_id, tenant_id, environment, secret_sha256, prefix, scopes, name, created_at)
+     values ($1, $2, $3, $4, $5, $6, $7, now())
+     returning key_id, environment, prefix, scopes, name, created_at, expires_at, revoked_at`,
+    [
+      newId(idPrefixes.key),
+      spec.tenant_id,
+      spec.environment,
+      sha256(api_key),
+      `${api_key.slice(0, keyPrefix(spec.environment).length + 4)}...${api_key.slice(-4)}`,
+      spec.scopes,
+      spec.name,
+    ],
+  )
+  const row = found.rows[0]
+  if (row === undefined) throw new Error("insert returned no key")
+  return { ...toKeyView(row), api_key }
+}
+
+const keyColumns = "key_id, environment, prefix, scopes, name, created_at, expires_at, revoked_at"
+
+export const listKeys = async (pool: pg.Pool, tenant_id: string, environment: Environment) =>
+  (
+    await pool.query<KeyRow>(
+      `select ${keyColumns} from platform.api_keys where tenant_id = $1 and environment = $2 order by key_id desc`,
+      [tenant_id, environment],
+    )
+  ).rows.map((row) => toKeyView(row))
+
+export const getKey = async (
+  db: pg.Pool | pg.PoolClient,
+  tenant_id: string,
+  environment: Environment,
+  key_id: string,
+) =>
+  (
+    await db.query<KeyRow>(
+      `select ${keyColumns} from platform.api_keys where tenant_id = $1 and environment = $2 and key_id = $3`,
+      [tenant_id, environment, key_id],
+    )
+  ).rows[0]
+
+interface AuthRow {
+  key_id: string
+  tenant_id: string
+  environment: Environment
+  scopes: Array<ApiScope>
+  plan: Plan
+  custody_index: number
+  expires_at: Date | null
+  revoked_at: Date | null
+}
+
+export type AuthOutcome =
+  | { readonly kind: "ok"; readonly caller: Caller }
+  | { readonly kind: "unknown_key" | "revoked" | "expired" | "tenant_mismatch" }
+
+/** Looks up API keys by their hash, with a short cache; `forget` drops a key at once. */
+export const makeKeyAuthenticator = (pool: pg.Pool) => {
+  const cache = new Map<string, { readonly row: AuthRow | undefined; readonly cached_ms: number }>()
+  const lookup = async (hash: Buffer, now_ms: number) => {
+    const cacheKey = hash.toString("base64")
+    const hit = cache.get(cacheKey)
+    if (hit !== undefined && now_ms - hit.cached_ms < key_cache_ttl_ms) return hit.row
+    const found = await pool.query<AuthRow>(
+      `select k.key_id, k.tenant_id, k.environment, k.scopes, t.plan, t.custody_index, k.expires_at, k.revoked_at
+         from platform.api_keys k join platform.tenants t using (tenant_id)
+        where k.secret_sha256 = $1`,
+      [hash],
+    )
+    if (cache.size > 10_000) cache.clear()
+    cache.set(cacheKey, { row: found.rows[0], cached_ms: now_ms })
+    return found.rows[0]
+  }
+  return {
+    authenticate: async (api_key: string, tenant_id: string, now_ms: number): Promise<AuthOutcome> => {
+      const row = await lookup(sha256(api_key), now_ms)
+      if (row === undefined) return { kind: "unknown_key" }
+      if (row.tenant_id !== tenant_id) return { kind: "tenant_mismatch" }
+      if (row.revoked_at !== null) return { kind: "revoked" }
+      if (row.expires_at !== null && row.expires_at.getTime() <= now_ms) return { kind: "expired" }
+      const { key_id, environment, scopes, plan, custody_index } = row
+      return { kind: "ok", caller: { tenant_id, environment, key_id, scopes, plan, custody_index } }
+    },
+    /** Drops every cached entry of `key_id` (after a revoke or rotation). */
+    forget: (key_id: string) => {
+      for (const [hash, entry] of cache) if (entry.row?.key_id === key_id) cache.delete(hash)
+    },
+  }
+}
+
+export type KeyAuthenticator = ReturnType<typeof makeKeyAuthenticator>

@@ -1,0 +1,129 @@
+/**
+ * Social payments on the ledger.
+ *
+ * - Recipient linked: one linked group, payer -> recipient `amount` and payer -> fee account `fee`,
+ *   posted at once: `completed`.
+ * - Recipient not linked yet: payer -> escrow `amount + fee` as a pending (two-phase) transfer that
+ *   lapses after the expiry: `pending`. When the identifier is linked, the reservation is posted and
+ *   one linked group moves escrow -> recipient `amount` and escrow -> fees `fee`: `completed`. If
+ *   it lapses first, the ledger releases it and the payment is `failed` (code `expired`).
+ *
+ * The payment row, its webhook events and the idempotent response are written by `ledgerHook`
+ * inside the ledger append's transaction: they commit with the money or not at all.
+ */
+import type pg from "pg"
+import type { AppendedCommand, TransactionHook } from "../ledger/writer.ts"
+import { type StoredResponse, storeResponses } from "./idempotency.ts"
+import type { EnqueueEvents, OutboxEvent } from "./outbox.ts"
+import { fromDb, insertPayments, type PaymentRow, toTransaction } from "./transactions.ts"
+
+/** What a ledger command carries for the hook (`CommandContext.attachment`). */
+export type LedgerAttachment =
+  | {
+      readonly kind: "payment"
+      readonly payment: PaymentRow
+      readonly stored: StoredResponse | undefined
+    }
+  | {
+      readonly kind: "settlement"
+      readonly tenant_id: string
+      readonly environment: string
+      readonly transaction_id: string
+      readonly to_wallet_id: string
+      readonly completed_at: string
+    }
+  | { readonly kind: "response"; readonly stored: StoredResponse }
+
+export const paymentEventType = {
+  completed: "payment.completed",
+  pending: "payment.pending",
+  failed: "payment.failed",
+} as const
+
+export const paymentEvent = (row: PaymentRow): OutboxEvent => ({
+  tenant_id: row.tenant_id,
+  environment: row.environment,
+  event_type: paymentEventType[row.status],
+  data: toTransaction(row),
+  created_at: new Date(row.completed_at ?? row.failed_at ?? row.created_at),
+})
+
+interface Collected {
+  readonly payments: Array<PaymentRow>
+  readonly stored: Array<StoredResponse>
+  readonly settlements: Array<Extract<LedgerAttachment, { kind: "settlement" }>>
+  /** Released reservations by ledger: `tenant|environment` -> pending transfer ids. */
+  readonly released: Map<string, Array<string>>
+}
+
+const collect = (appended: ReadonlyArray<AppendedCommand>): Collected => {
+  const collected: Collected = { payments: [], stored: [], settlements: [], released: new Map() }
+  for (const item of appended) {
+    const attachment = item.context.attachment as LedgerAttachment | undefined
+    if (attachment?.kind === "payment") {
+      collected.payments.push(attachment.payment)
+      if (attachment.stored !== undefined) collected.stored.push(attachment.stored)
+    } else if (attachment?.kind === "settlement") {
+      collected.settlements.push(attachment)
+    } else if (attachment?.kind === "response") {
+      collected.stored.push(attachment.stored)
+    }
+    for (const event of item.events) {
+      if (event.event_type !== "PendingTransferExpired" && event.event_type !== "PendingTransferVoided")
+        continue
+      const key = `${item.ledger.tenant}|${item.ledger.environment}`
+      const ids = collected.released.get(key) ?? []
+      ids.push(String(event.data.pending_id))
+      collected.released.set(key, ids)
+    }
+  }
+  return collected
+}
+
+const completeSettled = async (client: pg.PoolClient, settlements: Collected["settlements"]) => {
+  if (settlements.length === 0) return []
+  const updated = await client.query(
+    `update platform.payments p
+        set status = 'completed', to_wallet_id = s.to_wallet_id, completed_at = s.completed_at
+       from jsonb_to_recordset($1::jsonb) as s(tenant_id text, environment text, transaction_id text,
+            to_wallet_id text, completed_at timestamptz)
+      where p.transaction_id = s.transaction_id and p.tenant_id = s.tenant_id
+        and p.environment = s.environment and p.status = 'pending'
+      returning p.*`,
+    [JSON.stringify(settlements)],
+  )
+  return updated.rows.map(fromDb)
+}
+
+const failReleased = async (client: pg.PoolClient, released: Collected["released"]) => {
+  const failed: Array<PaymentRow> = []
+  for (const [key, ids] of released) {
+    const [tenant_id, environment] = key.split("|")
+    const updated = await client.query(
+      `update platform.payments
+          set status = 'failed', failure_code = 'expired', failed_at = now(),
+              failure_message = 'The recipient did not link the identifier before the payment expired; the funds were released.'
+        where tenant_id = $1 and environment = $2 and transaction_id = any($3::text[]) and status = 'pending'
+        returning *`,
+      [tenant_id, environment, ids],
+    )
+    failed.push(...updated.rows.map(fromDb))
+  }
+  return failed
+}
+
+/**
+ * The writer's transaction hook: payment rows, completed settlements, lapsed reservations, their
+ * webhook events and stored responses, all in the append's transaction.
+ */
+export const ledgerHook =
+  (enqueue: EnqueueEvents): TransactionHook =>
+  async (client, appended) => {
+    const collected = collect(appended)
+    await insertPayments(client, collected.payments)
+    await storeResponses(client, collected.stored)
+    const completed = await completeSettled(client, collected.settlements)
+    const failed = await failReleased(client, collected.released)
+    const events = [...collected.payments, ...completed, ...failed].map(paymentEvent)
+    if (events.length > 0) await enqueue(client, events)
+  }

@@ -1,0 +1,131 @@
+/**
+ * The platform's own tables (schema `platform`): tenants and their credentials, wallets, social
+ * identities, payments and stored idempotent responses. Money itself lives in the ledger's events;
+ * these tables hold what the API needs around it. Ids compare byte by byte (`collate "C"`): they are
+ * opaque and time-ordered (UUID v7 inside a readable prefix), so listing by id lists by creation.
+ */
+import type { Migration } from "../db/migrate.ts"
+
+export const platformTableMigrations: ReadonlyArray<Migration> = [
+  {
+    version: 300,
+    name: "platform tenants, keys, wallets, identities, payments, idempotency",
+    sql: `
+create schema if not exists platform;
+
+create table platform.tenants (
+  tenant_id text collate "C" primary key,
+  email text not null,
+  password_hash text not null,
+  company_name text not null,
+  plan text not null check (plan in ('basic', 'professional', 'enterprise')),
+  kyc_status text not null default 'unverified'
+    check (kyc_status in ('unverified', 'verified', 'rejected')),
+  kyc_level smallint not null default 0 check (kyc_level between 0 and 3),
+  kyc_submission jsonb,
+  kyc_reason text,
+  kyc_decided_at timestamptz,
+  custody_index integer not null unique check (custody_index >= 0),
+  created_at timestamptz not null
+);
+create unique index tenants_email on platform.tenants (email);
+create sequence platform.tenant_custody_index as integer minvalue 0 start 0;
+
+create table platform.tenant_environments (
+  tenant_id text collate "C" not null references platform.tenants,
+  environment text not null check (environment in ('sandbox', 'production')),
+  default_wallet_id text collate "C",
+  next_wallet_index integer not null default 0,
+  primary key (tenant_id, environment)
+);
+
+create table platform.api_keys (
+  key_id text collate "C" primary key,
+  tenant_id text collate "C" not null references platform.tenants,
+  environment text not null check (environment in ('sandbox', 'production')),
+  secret_sha256 bytea not null unique,
+  prefix text not null,
+  scopes text[] not null,
+  name text,
+  created_at timestamptz not null,
+  expires_at timestamptz,
+  revoked_at timestamptz,
+  rotated_to text collate "C"
+);
+create index api_keys_tenant on platform.api_keys (tenant_id, environment, key_id);
+
+create table platform.wallets (
+  wallet_id text collate "C" primary key,
+  tenant_id text collate "C" not null,
+  environment text not null,
+  chain text not null,
+  address text not null,
+  derivation_index integer not null,
+  external_id text not null,
+  label text not null,
+  created_at timestamptz not null,
+  unique (tenant_id, environment, derivation_index),
+  foreign key (tenant_id, environment) references platform.tenant_environments
+);
+create index wallets_tenant on platform.wallets (tenant_id, environment, wallet_id);
+create index wallets_external_id on platform.wallets (tenant_id, environment, external_id, wallet_id);
+
+create table platform.identities (
+  identity_id text collate "C" primary key,
+  tenant_id text collate "C" not null,
+  environment text not null,
+  kind text not null check (kind in ('phone', 'email', 'handle')),
+  value text collate "C" not null,
+  wallet_id text collate "C" not null references platform.wallets,
+  linked_at timestamptz not null,
+  unlinked_at timestamptz
+);
+-- One identifier links to one wallet at a time per tenant and environment.
+create unique index identities_active on platform.identities (tenant_id, environment, value)
+  where unlinked_at is null;
+create index identities_tenant on platform.identities (tenant_id, environment, identity_id);
+
+create table platform.payments (
+  transaction_id text collate "C" primary key,
+  tenant_id text collate "C" not null,
+  environment text not null,
+  type text not null check (type in ('social_payment')),
+  status text not null check (status in ('pending', 'completed', 'failed')),
+  from_wallet_id text collate "C" not null,
+  to_wallet_id text collate "C",
+  recipient text not null,
+  recipient_kind text not null,
+  token text not null,
+  chain text not null,
+  decimals integer not null,
+  amount numeric(39, 0) not null check (amount > 0),
+  fee numeric(39, 0) not null check (fee >= 0),
+  note text,
+  metadata jsonb not null,
+  failure_code text,
+  failure_message text,
+  created_at timestamptz not null,
+  expires_at timestamptz,
+  completed_at timestamptz,
+  failed_at timestamptz
+);
+create index payments_tenant on platform.payments (tenant_id, environment, transaction_id);
+create index payments_from_wallet on platform.payments (tenant_id, environment, from_wallet_id, transaction_id);
+create index payments_to_wallet on platform.payments (tenant_id, environment, to_wallet_id, transaction_id);
+create index payments_waiting on platform.payments (tenant_id, environment, recipient) where status = 'pending';
+
+-- The response an idempotent POST gave, keyed by the tenant's key; written in the same transaction
+-- as the request's effect, so a stored response always means the effect happened.
+create table platform.idempotency_keys (
+  tenant_id text collate "C" not null,
+  environment text not null,
+  idempotency_key text collate "C" not null,
+  fingerprint text not null,
+  response_status integer not null,
+  response_body jsonb not null,
+  created_at timestamptz not null default now(),
+  primary key (tenant_id, environment, idempotency_key)
+);
+`,
+  },
+]

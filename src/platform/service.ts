@@ -1,0 +1,49 @@
+/**
+ * Everything the API handlers need, as one service: the database, the ledger writer, credentials,
+ * custody, rate limits, the outbox and the platform's settings. Built in the composition root.
+ */
+import { Context } from "effect"
+import type pg from "pg"
+import type { Environment } from "../../domain/platform/scopes.ts"
+import type { WalletChain } from "../../domain/platform/tokens.ts"
+import type { LedgerWriterService } from "../ledger/writer.ts"
+import type { WebhookDelivery } from "../webhooks/store.ts"
+import type { KeyAuthenticator } from "./credentials.ts"
+import type { EnqueueEvents } from "./outbox.ts"
+import type { makeRateLimiter } from "./rate-limit.ts"
+import type { WalletReader } from "./wallets.ts"
+
+export interface Custody {
+  /** The address of a wallet, derived from the environment's master seed. */
+  readonly addressFor: (
+    environment: Environment,
+    chain: WalletChain,
+    tenant_index: number,
+    wallet_index: number,
+  ) => Promise<string>
+}
+
+export interface PlatformSettings {
+  /** How long a payment to an unlinked identifier waits for it before it is released. */
+  readonly pending_payment_expiry_ms: number
+}
+
+export const defaultSettings: PlatformSettings = { pending_payment_expiry_ms: 7 * 24 * 3_600_000 }
+
+export interface PlatformDeps {
+  readonly pool: pg.Pool
+  readonly writer: LedgerWriterService
+  readonly keys: KeyAuthenticator
+  readonly limiter: ReturnType<typeof makeRateLimiter>
+  readonly custody: Custody
+  readonly wallets: WalletReader
+  readonly enqueue: EnqueueEvents
+  readonly settings: PlatformSettings
+  /** Schedules a fresh attempt of a webhook delivery of the tenant (undefined: no such delivery). */
+  readonly redeliver: (
+    scope: { readonly tenant_id: string; readonly environment: Environment },
+    delivery_id: string,
+  ) => Promise<WebhookDelivery | undefined>
+}
+
+export class Platform extends Context.Service<Platform, PlatformDeps>()("platform/Platform") {}

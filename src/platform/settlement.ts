@@ -1,0 +1,144 @@
+/**
+ * Completes payments that waited for their recipient: once the identifier is linked, the
+ * reservation (payer -> escrow, amount + fee) is posted, then one linked group moves escrow ->
+ * recipient `amount` and escrow -> fees `fee`. Each step carries an idempotency key derived from
+ * the payment, so a step repeated after a crash or by a second process replays instead of moving
+ * money twice; the sweeper below finishes whatever a crash interrupted.
+ */
+import { Effect } from "effect"
+import type pg from "pg"
+import type { LedgerError } from "../../domain/ledger/errors.ts"
+import type { Environment } from "../../domain/platform/scopes.ts"
+import { type TokenSymbol, tokenAsset, type WalletChain } from "../../domain/platform/tokens.ts"
+import type { LedgerWriterService } from "../ledger/writer.ts"
+import {
+  ensureAccounts,
+  escrowAccount,
+  escrowAccountId,
+  feeAccount,
+  feeAccountId,
+  ledgerOf,
+  transferCodes,
+  walletAccount,
+  walletAccountId,
+} from "./accounts.ts"
+import type { LedgerAttachment } from "./payments.ts"
+
+/** Payments settled per call at most; the sweeper picks up the rest. */
+const settle_batch_count_max = 100
+
+interface Waiting {
+  readonly transaction_id: string
+  readonly token: TokenSymbol
+  readonly chain: WalletChain
+  readonly amount: string
+  readonly fee: string
+}
+
+/** A reservation that lapsed or was released already: its payment has failed, nothing to settle. */
+const alreadyReleased = (error: { readonly _tag: string }) =>
+  error._tag === "PendingTransferAlreadyExpired" ||
+  error._tag === "PendingTransferAlreadyVoided" ||
+  error._tag === "PendingTransferNotFound"
+
+const settleOne = (
+  writer: LedgerWriterService,
+  scope: { readonly tenant_id: string; readonly environment: Environment },
+  payment: Waiting,
+  to_wallet_id: string,
+) =>
+  Effect.gen(function* () {
+    const ledger = ledgerOf(scope.tenant_id, scope.environment)
+    const asset = tokenAsset(payment.chain, payment.token)
+    const txn = payment.transaction_id
+    const context = { actor: "settlement", correlation_id: txn }
+    yield* ensureAccounts(
+      writer,
+      ledger,
+      [walletAccount(to_wallet_id, asset), feeAccount(asset), escrowAccount(asset)],
+      context,
+    )
+    const posted = yield* Effect.result(
+      writer.execute(
+        ledger,
+        { type: "PostPendingTransfer", transfer_id: `${txn}:post`, pending_id: txn, now_ms: Date.now() },
+        { ...context, idempotency_key: `settle:${txn}:post` },
+      ),
+    )
+    if (posted._tag === "Failure") {
+      if (alreadyReleased(posted.failure)) return
+      return yield* Effect.fail(posted.failure)
+    }
+    const amount = BigInt(payment.amount)
+    const fee = BigInt(payment.fee)
+    const attachment: LedgerAttachment = {
+      kind: "settlement",
+      tenant_id: scope.tenant_id,
+      environment: scope.environment,
+      transaction_id: txn,
+      to_wallet_id,
+      completed_at: new Date().toISOString(),
+    }
+    const release = (transfer_id: string, credit_account_id: string, value: bigint, code: number) => ({
+      transfer_id,
+      debit_account_id: escrowAccountId(asset),
+      credit_account_id,
+      amount: value,
+      code,
+      user_data: txn,
+    })
+    yield* writer.execute(
+      ledger,
+      {
+        type: "CreateTransfers",
+        group_id: `${txn}:release`,
+        transfers: [
+          release(`${txn}:release`, walletAccountId(to_wallet_id, asset), amount, transferCodes.release),
+          ...(fee > 0n ? [release(`${txn}:release-fee`, feeAccountId(asset), fee, transferCodes.fee)] : []),
+        ],
+        now_ms: Date.now(),
+      },
+      { ...context, idempotency_key: `settle:${txn}:release`, attachment },
+    )
+  })
+
+/**
+ * Settles the payments waiting for `recipient` (a normalised identifier) into `to_wallet_id`.
+ * Returns how many it settled or found released.
+ */
+export const settleWaitingPayments = (
+  pool: pg.Pool,
+  writer: LedgerWriterService,
+  scope: { readonly tenant_id: string; readonly environment: Environment },
+  recipient: string,
+  to_wallet_id: string,
+): Effect.Effect<number, LedgerError | { readonly _tag: string }> =>
+  Effect.gen(function* () {
+    const waiting = yield* Effect.promise(() =>
+      pool.query<Waiting>(
+        `select transaction_id, token, chain, amount::text as amount, fee::text as fee from platform.payments
+          where tenant_id = $1 and environment = $2 and recipient = $3 and status = 'pending'
+          order by transaction_id limit $4`,
+        [scope.tenant_id, scope.environment, recipient, settle_batch_count_max],
+      ),
+    )
+    yield* Effect.forEach(waiting.rows, (payment) => settleOne(writer, scope, payment, to_wallet_id), {
+      discard: true,
+    })
+    return waiting.rows.length
+  })
+
+/** Pending payments whose recipient is linked: left behind by a crash or a race with a link. */
+export const findSettleable = async (pool: pg.Pool) =>
+  (
+    await pool.query<{ tenant_id: string; environment: Environment; recipient: string; wallet_id: string }>(
+      `select distinct p.tenant_id, p.environment, p.recipient, i.wallet_id
+         from platform.payments p
+         join platform.identities i
+           on i.tenant_id = p.tenant_id and i.environment = p.environment and i.value = p.recipient
+          and i.unlinked_at is null
+        where p.status = 'pending'
+        limit $1`,
+      [settle_batch_count_max],
+    )
+  ).rows

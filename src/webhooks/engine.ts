@@ -1,0 +1,140 @@
+/**
+ * The webhook engine in one process: pg-boss on the platform's shared pool, the dispatcher (leader
+ * only) and the delivery workers. Every process may run one; deliveries spread over all of them.
+ */
+import type pg from "pg"
+import { type JobResult, PgBoss } from "pg-boss"
+import { assert } from "../../domain/assert.ts"
+import { type DeliverySettings, deliverAttempt } from "./delivery.ts"
+import { dispatch_batch_size_max, type RunningDispatcher, startDispatcher } from "./dispatcher.ts"
+import { type DeliveryJob, delivery_queue, infrastructure_retry, pgBossDb } from "./queue.ts"
+import { assertRetrySchedule, type RetrySchedule, retrySchedule } from "./retry.ts"
+
+export interface WebhookEngineOptions {
+  /** How often the dispatcher reads the outbox once it is empty; default 100. */
+  readonly poll_interval_ms?: number
+  /** Events per dispatch transaction (1..5,000); default 500. */
+  readonly dispatch_batch_size?: number
+  /** Default `retrySchedule` (26 attempts over about 3 days); tests pass millisecond delays. */
+  readonly retry_schedule?: RetrySchedule
+  /** How long a receiver has to answer; default 10,000. */
+  readonly delivery_timeout_ms?: number
+  /** Delivery workers in this process (1..64); default 4. */
+  readonly worker_count?: number
+  /** Jobs a worker takes at once, sent concurrently (1..100); default 10. */
+  readonly worker_batch_size?: number
+  /** How often an idle worker looks for due jobs (retries); pg-boss's floor is 500; default 1,000. */
+  readonly worker_poll_interval_ms?: number
+  /** How often a standby dispatcher tries to take over; default 1,000. */
+  readonly standby_retry_ms?: number
+  /** Errors of the dispatcher, the workers and pg-boss; default: ignored (the engine keeps going). */
+  readonly onError?: (error: unknown) => void
+}
+
+export interface WebhookEngine {
+  /** The pg-boss instance the engine works with; `redeliver` needs it. */
+  readonly boss: PgBoss
+  /** True while this process's dispatcher is the leader. */
+  readonly isDispatching: () => boolean
+  /** Stops dispatching, lets requests in flight finish, stops the workers (and pg-boss if ours). */
+  readonly stop: () => Promise<void>
+}
+
+const bounded = (name: string, value: number, min: number, max: number): number => {
+  assert(Number.isInteger(value) && value >= min && value <= max, `${name} out of range`)
+  return value
+}
+
+/** Registers the delivery workers; returns their ids, so the dispatcher can wake them. */
+const startWorkers = async (
+  boss: PgBoss,
+  pool: pg.Pool,
+  settings: DeliverySettings,
+  options: WebhookEngineOptions,
+  onError: (error: unknown) => void,
+): Promise<string[]> => {
+  const handle = async (jobs: ReadonlyArray<{ id: string; data: DeliveryJob; signal: AbortSignal }>) =>
+    await Promise.all(
+      jobs.map(async (job): Promise<JobResult> => {
+        try {
+          await deliverAttempt(pool, boss, settings, job.data, job.signal)
+          return { id: job.id, status: "completed" }
+        } catch (error) {
+          onError(error)
+          return { id: job.id, status: "failed", output: { message: String(error) } }
+        }
+      }),
+    )
+  const work_options = {
+    batchSize: bounded("worker_batch_size", options.worker_batch_size ?? 10, 1, 100),
+    pollingIntervalSeconds:
+      bounded("worker_poll_interval_ms", options.worker_poll_interval_ms ?? 1_000, 500, 60_000) / 1000,
+    perJobResults: true,
+  } as const
+  const worker_ids: string[] = []
+  for (let i = 0; i < bounded("worker_count", options.worker_count ?? 4, 1, 64); i++) {
+    worker_ids.push(await boss.work<DeliveryJob>(delivery_queue, work_options, handle))
+  }
+  return worker_ids
+}
+
+/**
+ * Starts the engine on the shared pool. Without `boss`, it creates pg-boss over the pool (installing
+ * or migrating pg-boss's schema), and stops it on `stop`; with one, it uses it and leaves it running.
+ * @example
+ * const engine = await startWebhookEngine({ pool })
+ * // ... on shutdown:
+ * await engine.stop()
+ */
+export async function startWebhookEngine(input: {
+  readonly pool: pg.Pool
+  readonly boss?: PgBoss
+  readonly options?: WebhookEngineOptions
+}): Promise<WebhookEngine> {
+  const { pool, options = {} } = input
+  const onError = options.onError ?? (() => {})
+  const delivery_timeout_ms = bounded("delivery_timeout_ms", options.delivery_timeout_ms ?? 10_000, 1, 60_000)
+  const settings: DeliverySettings = {
+    schedule: assertRetrySchedule(options.retry_schedule ?? retrySchedule),
+    delivery_timeout_ms,
+    random: Math.random,
+  }
+  const owned = input.boss === undefined
+  const boss = input.boss ?? new PgBoss({ db: pgBossDb(pool), schedule: false })
+  if (owned) {
+    boss.on("error", onError)
+    await boss.start()
+  }
+  // A job still active this long after it started was lost with its worker: pg-boss retries it.
+  const queue_options = {
+    ...infrastructure_retry,
+    expireInSeconds: Math.ceil(delivery_timeout_ms / 1000) + 60,
+  }
+  await boss.createQueue(delivery_queue, queue_options)
+  await boss.updateQueue(delivery_queue, queue_options)
+  const worker_ids = await startWorkers(boss, pool, settings, options, onError)
+  const dispatcher: RunningDispatcher = startDispatcher(pool, boss, {
+    batch_size: bounded(
+      "dispatch_batch_size",
+      options.dispatch_batch_size ?? 500,
+      1,
+      dispatch_batch_size_max,
+    ),
+    poll_interval_ms: bounded("poll_interval_ms", options.poll_interval_ms ?? 100, 1, 60_000),
+    standby_retry_ms: bounded("standby_retry_ms", options.standby_retry_ms ?? 1_000, 1, 60_000),
+    error_retry_ms_max: 10_000,
+    onError,
+    onDispatched: () => {
+      for (const id of worker_ids) boss.notifyWorker(id)
+    },
+  })
+  return {
+    boss,
+    isDispatching: dispatcher.isLeader,
+    stop: async () => {
+      await dispatcher.stop()
+      if (owned) await boss.stop({ graceful: true, timeout: delivery_timeout_ms + 5_000 })
+      else for (const id of worker_ids) await boss.offWork(delivery_queue, { id, wait: true })
+    },
+  }
+}

@@ -1,0 +1,511 @@
+/**
+ * The webhook tables as a tenant sees them: endpoints, the outbox, deliveries and their attempts.
+ *
+ * Every function is scoped to one tenant and environment: both are in every WHERE clause, so another
+ * tenant's id is simply not found (`undefined`), never an error that would confirm it exists. Lists
+ * are newest first and paged by id (`starting_after` = the last id of the previous page).
+ *
+ * Records carry the signing secret; the API shows it once, when an endpoint is created (or its
+ * secret rotated), and `toPublicWebhook` otherwise.
+ */
+import type pg from "pg"
+import type { PgBoss } from "pg-boss"
+import { assert } from "../../domain/assert.ts"
+import type { Environment } from "../../domain/platform/scopes.ts"
+import { isWebhookEventType, type JsonObject, type WebhookEventType } from "../../domain/webhooks/events.ts"
+import { eventId, generateWebhookSecret, webhookId } from "./ids.ts"
+import { sendDeliveryJobs } from "./queue.ts"
+
+export type Db = pg.Pool | pg.PoolClient
+
+export interface TenantScope {
+  readonly tenant_id: string
+  readonly environment: Environment
+}
+
+export interface Webhook {
+  readonly webhook_id: string
+  readonly tenant_id: string
+  readonly environment: Environment
+  readonly url: string
+  readonly events: ReadonlyArray<WebhookEventType>
+  readonly secret: string
+  /** The secret before the last rotation, still signed with until `previous_secret_expires_at`. */
+  readonly previous_secret: string | null
+  readonly previous_secret_expires_at: Date | null
+  readonly description: string | null
+  readonly enabled: boolean
+  readonly created_at: Date
+  readonly updated_at: Date
+}
+
+export interface Page<T> {
+  readonly data: ReadonlyArray<T>
+  readonly has_more: boolean
+  /** The id to pass as `starting_after` for the next page; null on the last page. */
+  readonly next_cursor: string | null
+}
+
+export interface Pagination {
+  /** 1..100; default 10. */
+  readonly limit?: number
+  readonly starting_after?: string
+}
+
+/** How long a replaced secret keeps signing deliveries, so receivers can switch without a gap. */
+export const previous_secret_lifetime_s = 24 * 60 * 60
+export const page_limit_max = 100
+const page_limit_default = 10
+
+const webhook_columns = `webhook_id, tenant_id, environment, url, events, secret, previous_secret,
+  previous_secret_expires_at, description, enabled, created_at, updated_at`
+
+interface WebhookRow extends Omit<Webhook, "events" | "environment"> {
+  readonly events: string[]
+  readonly environment: string
+}
+
+const toWebhook = (row: WebhookRow): Webhook => {
+  const { events, environment } = row
+  assert(events.every(isWebhookEventType), "a stored webhook subscribes to known event types")
+  assert(environment === "sandbox" || environment === "production", "a stored environment is known")
+  return { ...row, events, environment }
+}
+
+const pageLimit = (pagination: Pagination): number => {
+  const limit = pagination.limit ?? page_limit_default
+  assert(Number.isInteger(limit) && limit >= 1 && limit <= page_limit_max, "a page limit is 1..100")
+  return limit
+}
+
+/** Cuts a `limit + 1` query result into a page. */
+const toPage = <T>(rows: ReadonlyArray<T>, limit: number, id: (row: T) => string): Page<T> => {
+  const data = rows.slice(0, limit)
+  const last = data[data.length - 1]
+  const has_more = rows.length > limit
+  return { data, has_more, next_cursor: has_more && last !== undefined ? id(last) : null }
+}
+
+/**
+ * Why a URL cannot be a webhook endpoint, or undefined when it can: absolute http(s), no user name
+ * or password in it, at most 2,048 characters; production endpoints must use https.
+ * @example webhookUrlProblem("ftp://example.com", "sandbox") // "the URL must start with http:// or https://"
+ */
+export function webhookUrlProblem(url: string, environment: Environment): string | undefined {
+  if (url.length > 2_048) return "the URL is longer than 2,048 characters"
+  if (!URL.canParse(url)) return "not an absolute URL"
+  const parsed = new URL(url)
+  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
+    return "the URL must start with http:// or https://"
+  }
+  if (parsed.username !== "" || parsed.password !== "") return "the URL must not contain credentials"
+  if (environment === "production" && parsed.protocol !== "https:") return "production endpoints need https"
+  return undefined
+}
+
+const assertEvents = (events: ReadonlyArray<WebhookEventType>): string[] => {
+  assert(events.length >= 1 && events.every(isWebhookEventType), "a webhook subscribes to known event types")
+  return [...new Set(events)]
+}
+
+export interface CreateWebhookInput {
+  readonly url: string
+  readonly events: ReadonlyArray<WebhookEventType>
+  readonly description?: string | null
+  /** Default true. */
+  readonly enabled?: boolean
+  /** Default: a new random `whsec_...` secret. */
+  readonly secret?: string
+}
+
+/**
+ * Creates an endpoint and returns it with its secret (the only time the API shows the secret).
+ * @example
+ * const webhook = await createWebhook(pool, { tenant_id: "ten_1", environment: "sandbox" }, {
+ *   url: "https://example.com/hooks", events: ["payment.completed"],
+ * })
+ */
+export async function createWebhook(db: Db, scope: TenantScope, input: CreateWebhookInput): Promise<Webhook> {
+  assert(/^https?:\/\//.test(input.url), "a webhook URL is http(s); check it with webhookUrlProblem first")
+  const result = await db.query<WebhookRow>(
+    `insert into platform.webhooks (webhook_id, tenant_id, environment, url, events, secret, description,
+       enabled, created_at, updated_at)
+     values ($1, $2, $3, $4, $5, $6, $7, $8, now(), now())
+     returning ${webhook_columns}`,
+    [
+      webhookId(),
+      scope.tenant_id,
+      scope.environment,
+      input.url,
+      assertEvents(input.events),
+      input.secret ?? generateWebhookSecret(),
+      input.description ?? null,
+      input.enabled ?? true,
+    ],
+  )
+  const row = result.rows[0]
+  assert(row !== undefined, "an insert returns its row")
+  return toWebhook(row)
+}
+
+/**
+ * One endpoint of the tenant, or undefined (also for a deleted one or another tenant's).
+ * @example const webhook = await getWebhook(pool, scope, "whk_0193...")
+ */
+export async function getWebhook(
+  db: Db,
+  scope: TenantScope,
+  webhook_id: string,
+): Promise<Webhook | undefined> {
+  const result = await db.query<WebhookRow>(
+    `select ${webhook_columns} from platform.webhooks
+     where tenant_id = $1 and environment = $2 and webhook_id = $3 and deleted_at is null`,
+    [scope.tenant_id, scope.environment, webhook_id],
+  )
+  const row = result.rows[0]
+  return row === undefined ? undefined : toWebhook(row)
+}
+
+/**
+ * The tenant's endpoints, newest first.
+ * @example
+ * const first = await listWebhooks(pool, scope, { limit: 20 })
+ * if (first.next_cursor !== null) await listWebhooks(pool, scope, { limit: 20, starting_after: first.next_cursor })
+ */
+export async function listWebhooks(
+  db: Db,
+  scope: TenantScope,
+  pagination: Pagination = {},
+): Promise<Page<Webhook>> {
+  const limit = pageLimit(pagination)
+  const result = await db.query<WebhookRow>(
+    `select ${webhook_columns} from platform.webhooks
+     where tenant_id = $1 and environment = $2 and deleted_at is null
+       and ($3::text is null or webhook_id < $3::text)
+     order by webhook_id desc
+     limit $4`,
+    [scope.tenant_id, scope.environment, pagination.starting_after ?? null, limit + 1],
+  )
+  return toPage(result.rows.map(toWebhook), limit, (webhook) => webhook.webhook_id)
+}
+
+export interface UpdateWebhookInput {
+  readonly url?: string
+  readonly events?: ReadonlyArray<WebhookEventType>
+  readonly enabled?: boolean
+  /** null clears it. */
+  readonly description?: string | null
+  /**
+   * A new signing secret (e.g. from `generateWebhookSecret`). The replaced one keeps signing, beside
+   * the new one, for `previous_secret_lifetime_s`; a further rotation in that time drops it.
+   */
+  readonly secret?: string
+}
+
+/**
+ * Changes the fields given; returns the endpoint, or undefined when the tenant has no such endpoint.
+ * @example await updateWebhook(pool, scope, webhook_id, { secret: generateWebhookSecret() })
+ */
+export async function updateWebhook(
+  db: Db,
+  scope: TenantScope,
+  webhook_id: string,
+  input: UpdateWebhookInput,
+): Promise<Webhook | undefined> {
+  assert(input.url === undefined || /^https?:\/\//.test(input.url), "a webhook URL is http(s)")
+  assert(input.secret === undefined || input.secret !== "", "a signing secret is not empty")
+  // In SET, every column name reads the row as it was, so `previous_secret = secret` keeps the old one.
+  const result = await db.query<WebhookRow>(
+    `update platform.webhooks set
+       url = coalesce($4, url),
+       events = coalesce($5::text[], events),
+       enabled = coalesce($6, enabled),
+       description = case when $7 then $8 else description end,
+       previous_secret = case when $9::text <> secret then secret else previous_secret end,
+       previous_secret_expires_at = case when $9::text <> secret
+         then now() + $10 * interval '1 second' else previous_secret_expires_at end,
+       secret = coalesce($9, secret),
+       updated_at = now()
+     where tenant_id = $1 and environment = $2 and webhook_id = $3 and deleted_at is null
+     returning ${webhook_columns}`,
+    [
+      scope.tenant_id,
+      scope.environment,
+      webhook_id,
+      input.url ?? null,
+      input.events === undefined ? null : assertEvents(input.events),
+      input.enabled ?? null,
+      input.description !== undefined,
+      input.description ?? null,
+      input.secret ?? null,
+      previous_secret_lifetime_s,
+    ],
+  )
+  const row = result.rows[0]
+  return row === undefined ? undefined : toWebhook(row)
+}
+
+/**
+ * Deletes an endpoint (kept, marked deleted, for its delivery history): no new deliveries, and
+ * pending retries end as failed. False when the tenant has no such endpoint.
+ * @example await deleteWebhook(pool, scope, webhook_id) // true
+ */
+export async function deleteWebhook(db: Db, scope: TenantScope, webhook_id: string): Promise<boolean> {
+  const result = await db.query(
+    `update platform.webhooks set deleted_at = now(), updated_at = now()
+     where tenant_id = $1 and environment = $2 and webhook_id = $3 and deleted_at is null`,
+    [scope.tenant_id, scope.environment, webhook_id],
+  )
+  return result.rowCount === 1
+}
+
+export interface EnqueueEventRow {
+  readonly tenant_id: string
+  readonly environment: Environment
+  readonly event_type: WebhookEventType
+  readonly data: JsonObject
+  /** When the change happened (the body's `created_at`). */
+  readonly created_at: Date
+  /** A test event for this one endpoint only (see `simulateEvent`); unset for real events. */
+  readonly target_webhook_id?: string
+}
+
+/**
+ * Writes events to the outbox, in the caller's transaction (it never opens one: call it inside the
+ * transaction of the change the events announce, so they commit or vanish with it). One statement
+ * for any number of rows. Returns the new event ids, in the order of `rows`.
+ * @example
+ * await client.query("begin")
+ * // ... record the payment ...
+ * await enqueueEvents(client, [{ tenant_id, environment, event_type: "payment.completed", data, created_at: now }])
+ * await client.query("commit")
+ */
+export async function enqueueEvents(client: Db, rows: ReadonlyArray<EnqueueEventRow>): Promise<string[]> {
+  if (rows.length === 0) return []
+  const event_ids = rows.map(() => eventId())
+  await client.query(
+    `insert into platform.webhook_events
+       (event_id, tenant_id, environment, event_type, data, created_at, target_webhook_id)
+     select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::timestamptz[],
+       $7::text[])`,
+    [
+      event_ids,
+      rows.map((row) => row.tenant_id),
+      rows.map((row) => row.environment),
+      rows.map((row) => row.event_type),
+      rows.map((row) => JSON.stringify(row.data)),
+      rows.map((row) => row.created_at.toISOString()),
+      rows.map((row) => row.target_webhook_id ?? null),
+    ],
+  )
+  return event_ids
+}
+
+/**
+ * Runs `work` in a transaction: its own when given the pool; the caller's when given a client
+ * (which must then be inside one, since the statements belong together).
+ */
+export const inTransaction = async <T>(db: Db, work: (client: pg.PoolClient) => Promise<T>): Promise<T> => {
+  if (!("release" in db)) {
+    const client = await db.connect()
+    let healthy = true
+    try {
+      await client.query("begin")
+      const result = await work(client)
+      await client.query("commit")
+      return result
+    } catch (error) {
+      // A connection that cannot even roll back is destroyed rather than pooled.
+      await client.query("rollback").catch(() => {
+        healthy = false
+      })
+      throw error
+    } finally {
+      client.release(healthy ? undefined : true)
+    }
+  }
+  return await work(db)
+}
+
+export type DeliveryStatus = "pending" | "succeeded" | "failed"
+
+/** One HTTP request made for a delivery. */
+export interface WebhookAttempt {
+  /** 1-based; the `x-service-delivery-attempt` header of the request. */
+  readonly attempt: number
+  readonly started_at: Date
+  readonly latency_ms: number
+  /** Null when no response came (timeout, connection refused, ...). */
+  readonly response_status: number | null
+  /** The first bytes of the response body (at most 1 KiB). */
+  readonly response_excerpt: string | null
+  readonly error: string | null
+  /** The `t=` of the signature sent, in Unix seconds. */
+  readonly signature_timestamp: number
+}
+
+export interface WebhookDelivery {
+  readonly delivery_id: string
+  readonly event_id: string
+  readonly event_type: WebhookEventType
+  readonly webhook_id: string
+  readonly status: DeliveryStatus
+  readonly attempt_count: number
+  /** When the next attempt is due; null once the delivery succeeded or failed. */
+  readonly next_attempt_at: Date | null
+  readonly last_status_code: number | null
+  readonly created_at: Date
+  readonly updated_at: Date
+  /** The latest attempts (at most `attempt_listed_count_max`), oldest first. */
+  readonly attempts: ReadonlyArray<WebhookAttempt>
+}
+
+/** Attempts listed per delivery: the latest ones; manual redeliveries could add more without bound. */
+export const attempt_listed_count_max = 50
+
+const delivery_select = `
+  select d.delivery_id, d.event_id, e.event_type, d.webhook_id, d.status, d.attempt_count, d.next_attempt_at,
+    d.last_status_code, d.created_at, d.updated_at
+  from platform.webhook_deliveries d join platform.webhook_events e on e.event_id = d.event_id`
+
+type DeliveryRow = Omit<WebhookDelivery, "attempts" | "event_type" | "status"> & {
+  readonly event_type: string
+  readonly status: string
+}
+type AttemptRow = Omit<WebhookAttempt, "signature_timestamp"> & {
+  readonly delivery_id: string
+  readonly signature_timestamp: string
+}
+
+const isDeliveryStatus = (value: string): value is DeliveryStatus =>
+  value === "pending" || value === "succeeded" || value === "failed"
+
+/** Adds each delivery's latest attempts (one query for the whole page). */
+const withAttempts = async (db: Db, rows: ReadonlyArray<DeliveryRow>): Promise<WebhookDelivery[]> => {
+  if (rows.length === 0) return []
+  const attempts = await db.query<AttemptRow>(
+    `select delivery_id, attempt, started_at, latency_ms, response_status, response_excerpt, error,
+       signature_timestamp::text as signature_timestamp
+     from (select *, row_number() over (partition by delivery_id order by attempt desc) as recency
+           from platform.webhook_attempts where delivery_id = any ($1::text[])) latest
+     where recency <= $2
+     order by delivery_id, attempt`,
+    [rows.map((row) => row.delivery_id), attempt_listed_count_max],
+  )
+  const byDelivery = new Map<string, WebhookAttempt[]>()
+  for (const { delivery_id, signature_timestamp, ...attempt } of attempts.rows) {
+    const list = byDelivery.get(delivery_id) ?? []
+    list.push({ ...attempt, signature_timestamp: Number(signature_timestamp) })
+    byDelivery.set(delivery_id, list)
+  }
+  return rows.map(({ event_type, status, ...row }) => {
+    assert(isWebhookEventType(event_type) && isDeliveryStatus(status), "a stored delivery is well formed")
+    return { ...row, event_type, status, attempts: byDelivery.get(row.delivery_id) ?? [] }
+  })
+}
+
+/**
+ * One delivery of the tenant with its latest attempts, or undefined.
+ * @example const delivery = await getDelivery(pool, scope, "dlv_0193...")
+ */
+export async function getDelivery(
+  db: Db,
+  scope: TenantScope,
+  delivery_id: string,
+): Promise<WebhookDelivery | undefined> {
+  const result = await db.query<DeliveryRow>(
+    `${delivery_select} where d.tenant_id = $1 and d.environment = $2 and d.delivery_id = $3`,
+    [scope.tenant_id, scope.environment, delivery_id],
+  )
+  return (await withAttempts(db, result.rows))[0]
+}
+
+/**
+ * An endpoint's deliveries, newest first, each with its latest attempts; undefined when the tenant
+ * has no such endpoint.
+ * @example const page = await listDeliveries(pool, scope, webhook_id, { limit: 50 })
+ */
+export async function listDeliveries(
+  db: Db,
+  scope: TenantScope,
+  webhook_id: string,
+  pagination: Pagination = {},
+): Promise<Page<WebhookDelivery> | undefined> {
+  const limit = pageLimit(pagination)
+  if ((await getWebhook(db, scope, webhook_id)) === undefined) return undefined
+  const result = await db.query<DeliveryRow>(
+    `${delivery_select}
+     where d.tenant_id = $1 and d.environment = $2 and d.webhook_id = $3
+       and ($4::text is null or d.delivery_id < $4::text)
+     order by d.delivery_id desc
+     limit $5`,
+    [scope.tenant_id, scope.environment, webhook_id, pagination.starting_after ?? null, limit + 1],
+  )
+  return toPage(await withAttempts(db, result.rows), limit, (delivery) => delivery.delivery_id)
+}
+
+/**
+ * Makes a fresh attempt of a delivery now, whatever its status: the delivery is pending again and a
+ * job for attempt `attempt_count + 1` is queued in the same transaction. If that attempt fails, the
+ * retry schedule continues from it (a delivery that had already failed for good fails again at
+ * once). Undefined when the tenant has no such delivery or its endpoint was deleted. Given a
+ * client, call it inside your transaction.
+ * @example const delivery = await redeliver(pool, engine.boss, scope, "dlv_0193...")
+ */
+export async function redeliver(
+  db: Db,
+  boss: PgBoss,
+  scope: TenantScope,
+  delivery_id: string,
+): Promise<WebhookDelivery | undefined> {
+  return await inTransaction(db, async (client) => {
+    const updated = await client.query<{ attempt_count: number }>(
+      `update platform.webhook_deliveries d
+       set status = 'pending', next_attempt_at = now(), updated_at = now()
+       from platform.webhooks w
+       where d.tenant_id = $1 and d.environment = $2 and d.delivery_id = $3
+         and w.webhook_id = d.webhook_id and w.deleted_at is null
+       returning d.attempt_count`,
+      [scope.tenant_id, scope.environment, delivery_id],
+    )
+    const row = updated.rows[0]
+    if (row === undefined) return undefined
+    await sendDeliveryJobs(boss, client, [{ delivery_id, attempt: row.attempt_count + 1, delay_ms: 0 }])
+    return await getDelivery(client, scope, delivery_id)
+  })
+}
+
+/** An endpoint as the API shows it after creation: the secret reduced to its last four characters. */
+export interface PublicWebhook {
+  readonly webhook_id: string
+  readonly environment: Environment
+  readonly url: string
+  readonly events: ReadonlyArray<WebhookEventType>
+  readonly description: string | null
+  readonly enabled: boolean
+  readonly secret_last4: string
+  /** While a rotation's overlap lasts, when the previous secret stops signing; otherwise null. */
+  readonly previous_secret_expires_at: string | null
+  readonly created_at: string
+  readonly updated_at: string
+}
+
+/**
+ * The public view of an endpoint (JSON-ready; times in ISO 8601).
+ * @example toPublicWebhook(webhook).secret_last4 // "9f3a"
+ */
+export function toPublicWebhook(webhook: Webhook, now: Date = new Date()): PublicWebhook {
+  const expires = webhook.previous_secret_expires_at
+  return {
+    webhook_id: webhook.webhook_id,
+    environment: webhook.environment,
+    url: webhook.url,
+    events: webhook.events,
+    description: webhook.description,
+    enabled: webhook.enabled,
+    secret_last4: webhook.secret.slice(-4),
+    previous_secret_expires_at: expires !== null && expires > now ? expires.toISOString() : null,
+    created_at: webhook.created_at.toISOString(),
+    updated_at: webhook.updated_at.toISOString(),
+  }
+}

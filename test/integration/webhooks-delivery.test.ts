@@ -1,0 +1,512 @@
+// Proves the webhook engine end to end on real PostgreSQL, pg-boss and a local HTTP receiver: an
+// event committed with its change is delivered once, signed so that the receiver's
+// `verifySignature` accepts it, and a rolled-back one never; rejected and timed-out attempts are
+// retried on schedule and every attempt is logged; a rotated secret signs beside the new one; an
+// engine stopped mid-retry and started again finishes the delivery exactly once; two engines at
+// once still dispatch every event once; redelivery and test events reach only what they should.
+import * as http from "node:http"
+import type { AddressInfo } from "node:net"
+import { PgBoss } from "pg-boss"
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import type { WebhookEventType } from "../../domain/webhooks/events.ts"
+import { verifySignature } from "../../domain/webhooks/signature.ts"
+import { runMigrations } from "../../src/db/migrate.ts"
+import { dispatchBatch } from "../../src/webhooks/dispatcher.ts"
+import {
+  startWebhookEngine,
+  type WebhookEngine,
+  type WebhookEngineOptions,
+} from "../../src/webhooks/engine.ts"
+import { generateWebhookSecret } from "../../src/webhooks/ids.ts"
+import { pgBossDb } from "../../src/webhooks/queue.ts"
+import type { RetrySchedule } from "../../src/webhooks/retry.ts"
+import { webhookMigrations } from "../../src/webhooks/schema.ts"
+import { simulateEvent } from "../../src/webhooks/simulate.ts"
+import {
+  createWebhook,
+  deleteWebhook,
+  enqueueEvents,
+  getDelivery,
+  listDeliveries,
+  redeliver,
+  type TenantScope,
+  updateWebhook,
+  type WebhookDelivery,
+} from "../../src/webhooks/store.ts"
+import { freshDatabase, type TestDatabase } from "../support/db.ts"
+
+interface Received {
+  readonly path: string
+  readonly headers: http.IncomingHttpHeaders
+  readonly body: string
+}
+type Answer = { readonly status: number; readonly body?: string } | "hang"
+
+interface Receiver {
+  readonly url: string
+  readonly received: Received[]
+  readonly close: () => Promise<void>
+}
+
+const receivers: Receiver[] = []
+const engines: WebhookEngine[] = []
+
+/** A local endpoint that records each request and answers as `respond` says. */
+const startReceiver = async (respond: (request: Received, index: number) => Answer): Promise<Receiver> => {
+  const received: Received[] = []
+  const server = http.createServer((request, response) => {
+    const chunks: Buffer[] = []
+    request.on("data", (chunk: Buffer) => chunks.push(chunk))
+    request.on("end", () => {
+      const entry = {
+        path: request.url ?? "",
+        headers: request.headers,
+        body: Buffer.concat(chunks).toString("utf8"),
+      }
+      received.push(entry)
+      const answer = respond(entry, received.length - 1)
+      if (answer === "hang") return
+      response.writeHead(answer.status, { "content-type": "text/plain" }).end(answer.body ?? "")
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  const { port } = server.address() as AddressInfo
+  const receiver: Receiver = {
+    url: `http://127.0.0.1:${port}/hooks`,
+    received,
+    close: async () => {
+      server.closeAllConnections()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    },
+  }
+  receivers.push(receiver)
+  return receiver
+}
+
+const now_s = () => Math.floor(Date.now() / 1000)
+
+/** The receiver's check, as a tenant would write it. */
+const verifies = (request: Received, secret: string, body: string = request.body) =>
+  verifySignature({ header: String(request.headers["x-service-signature"]), body, secret, now_s: now_s() }).ok
+
+const fast: RetrySchedule = { attempt_count_max: 5, delay_base_ms: 10, delay_max_ms: 40, jitter: "none" }
+
+let db: TestDatabase
+let tenant_count = 0
+/** A tenant of its own per test, so deliveries of one test never reach another's receiver. */
+const newTenant = (): TenantScope => ({ tenant_id: `ten_${++tenant_count}`, environment: "sandbox" })
+
+/** Whatever the engines report: none is expected. */
+const errors: unknown[] = []
+
+const start = async (options: WebhookEngineOptions = {}): Promise<WebhookEngine> => {
+  const engine = await startWebhookEngine({
+    pool: db.pool,
+    options: {
+      poll_interval_ms: 20,
+      worker_poll_interval_ms: 500,
+      retry_schedule: fast,
+      onError: (error) => errors.push(error),
+      ...options,
+    },
+  })
+  engines.push(engine)
+  return engine
+}
+
+const stop = async (engine: WebhookEngine): Promise<void> => {
+  engines.splice(engines.indexOf(engine), 1)
+  await engine.stop()
+}
+
+const waitFor = async <T>(
+  what: string,
+  probe: () => Promise<T | undefined>,
+  timeout_ms = 15_000,
+): Promise<T> => {
+  const deadline = Date.now() + timeout_ms
+  while (Date.now() < deadline) {
+    const value = await probe()
+    if (value !== undefined) return value
+    await new Promise((resolve) => setTimeout(resolve, 25))
+  }
+  throw new Error(`timed out waiting for ${what}`)
+}
+
+/** Waits until the endpoint has exactly one delivery and it is settled (succeeded or failed). */
+const settledDelivery = async (scope: TenantScope, webhook_id: string): Promise<WebhookDelivery> =>
+  await waitFor("a settled delivery", async () => {
+    const page = await listDeliveries(db.pool, scope, webhook_id)
+    const delivery = page?.data[0]
+    return delivery !== undefined && delivery.status !== "pending" ? delivery : undefined
+  })
+
+const enqueue = async (scope: TenantScope, event_type: WebhookEventType, data = {}): Promise<string> => {
+  const [id] = await enqueueEvents(db.pool, [{ ...scope, event_type, data, created_at: new Date() }])
+  if (id === undefined) throw new Error("no event id")
+  return id
+}
+
+const settle = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+beforeAll(async () => {
+  db = await freshDatabase({ migrate: false })
+  await runMigrations(db.pool, webhookMigrations)
+})
+afterEach(async () => {
+  for (const engine of engines.splice(0)) await engine.stop()
+  for (const receiver of receivers.splice(0)) await receiver.close()
+  expect(errors.splice(0)).toEqual([])
+})
+afterAll(async () => {
+  await db.drop()
+})
+
+describe("delivery", () => {
+  it("delivers an event committed with its change once, signed; a rolled-back one never", async () => {
+    const scope = newTenant()
+    const receiver = await startReceiver(() => ({ status: 200, body: "ok" }))
+    const webhook = await createWebhook(db.pool, scope, { url: receiver.url, events: ["payment.completed"] })
+    await start()
+    const client = await db.pool.connect()
+    let event_id: string | undefined
+    try {
+      await client.query("begin")
+      await enqueueEvents(client, [
+        { ...scope, event_type: "payment.completed", data: { order: "rolled back" }, created_at: new Date() },
+      ])
+      await client.query("rollback")
+      await client.query("begin")
+      ;[event_id] = await enqueueEvents(client, [
+        {
+          ...scope,
+          event_type: "payment.completed",
+          data: { metadata: { order_id: "o_1" } },
+          created_at: new Date(),
+        },
+        { ...scope, event_type: "wallet.created", data: { note: "not subscribed" }, created_at: new Date() },
+      ])
+      await client.query("commit")
+    } finally {
+      client.release()
+    }
+    const delivery = await settledDelivery(scope, webhook.webhook_id)
+    await settle(700)
+
+    expect(receiver.received).toHaveLength(1)
+    const [request] = receiver.received
+    if (request === undefined) throw new Error("no request")
+    expect(verifies(request, webhook.secret)).toBe(true)
+    expect(request.headers["content-type"]).toBe("application/json")
+    expect(request.headers["x-service-event-id"]).toBe(event_id)
+    expect(request.headers["x-service-delivery-attempt"]).toBe("1")
+    expect(request.headers["user-agent"]).toMatch(/Webhooks/)
+    const body = JSON.parse(request.body)
+    expect(Object.keys(body)).toEqual(["id", "event_type", "created_at", "data"])
+    expect(body).toMatchObject({
+      id: event_id,
+      event_type: "payment.completed",
+      data: { metadata: { order_id: "o_1" } },
+    })
+    expect(delivery).toMatchObject({ event_id, status: "succeeded", attempt_count: 1, last_status_code: 200 })
+    expect(delivery.next_attempt_at).toBeNull()
+    expect(delivery.attempts).toHaveLength(1)
+    expect(delivery.attempts[0]).toMatchObject({
+      attempt: 1,
+      response_status: 200,
+      response_excerpt: "ok",
+      error: null,
+    })
+  })
+
+  it("retries a receiver that rejects the signature, logs every attempt, and stops at success", async () => {
+    const scope = newTenant()
+    let secret = ""
+    // The first two requests are checked against a body the receiver altered: they fail with 401.
+    const receiver = await startReceiver((request, index) => {
+      const body = index < 2 ? request.body.replace("o_2", "o_X") : request.body
+      return verifies(request, secret, body)
+        ? { status: 200, body: "thanks" }
+        : { status: 401, body: "bad signature" }
+    })
+    const webhook = await createWebhook(db.pool, scope, { url: receiver.url, events: ["payment.failed"] })
+    secret = webhook.secret
+    await start()
+    await enqueue(scope, "payment.failed", { metadata: { order_id: "o_2" } })
+    const delivery = await settledDelivery(scope, webhook.webhook_id)
+    await settle(700)
+
+    expect(receiver.received.map((r) => r.headers["x-service-delivery-attempt"])).toEqual(["1", "2", "3"])
+    expect(delivery).toMatchObject({ status: "succeeded", attempt_count: 3, last_status_code: 200 })
+    expect(delivery.attempts.map((a) => [a.attempt, a.response_status, a.response_excerpt])).toEqual([
+      [1, 401, "bad signature"],
+      [2, 401, "bad signature"],
+      [3, 200, "thanks"],
+    ])
+    // Each attempt is signed afresh; all carry the same event id.
+    expect(new Set(receiver.received.map((r) => r.headers["x-service-event-id"])).size).toBe(1)
+  })
+
+  it("fails a delivery after the last attempt, keeping a 1 KiB excerpt of each answer", async () => {
+    const scope = newTenant()
+    const receiver = await startReceiver(() => ({ status: 500, body: "é".repeat(2_000) }))
+    const webhook = await createWebhook(db.pool, scope, { url: receiver.url, events: ["wallet.created"] })
+    await start({ retry_schedule: { ...fast, attempt_count_max: 3 } })
+    await enqueue(scope, "wallet.created")
+    const delivery = await settledDelivery(scope, webhook.webhook_id)
+    await settle(700)
+
+    expect(receiver.received).toHaveLength(3)
+    expect(delivery).toMatchObject({
+      status: "failed",
+      attempt_count: 3,
+      last_status_code: 500,
+      next_attempt_at: null,
+    })
+    for (const attempt of delivery.attempts) {
+      expect(attempt.response_status).toBe(500)
+      expect(attempt.response_excerpt).toBe("é".repeat(512))
+    }
+  })
+
+  it("counts a receiver that never answers as a failed attempt, at the timeout", async () => {
+    const scope = newTenant()
+    const receiver = await startReceiver(() => "hang")
+    const webhook = await createWebhook(db.pool, scope, { url: receiver.url, events: ["payment.pending"] })
+    await start({ delivery_timeout_ms: 300, retry_schedule: { ...fast, attempt_count_max: 1 } })
+    await enqueue(scope, "payment.pending")
+    const delivery = await settledDelivery(scope, webhook.webhook_id)
+
+    expect(delivery).toMatchObject({ status: "failed", attempt_count: 1, last_status_code: null })
+    const [attempt] = delivery.attempts
+    expect(attempt).toMatchObject({
+      response_status: null,
+      response_excerpt: null,
+      error: "no response within 300 ms",
+    })
+    expect(attempt?.latency_ms).toBeGreaterThanOrEqual(290)
+  })
+
+  it("counts a refused connection as a failed attempt", async () => {
+    const scope = newTenant()
+    const closed = await startReceiver(() => ({ status: 200 }))
+    await closed.close()
+    receivers.splice(receivers.indexOf(closed), 1)
+    const webhook = await createWebhook(db.pool, scope, { url: closed.url, events: ["payment.pending"] })
+    await start({ retry_schedule: { ...fast, attempt_count_max: 1 } })
+    await enqueue(scope, "payment.pending")
+    const delivery = await settledDelivery(scope, webhook.webhook_id)
+    expect(delivery.status).toBe("failed")
+    expect(delivery.attempts[0]?.error).toMatch(/ECONNREFUSED/)
+  })
+
+  it("signs with both secrets while a rotation overlaps, each verifying with its own", async () => {
+    const scope = newTenant()
+    const receiver = await startReceiver(() => ({ status: 204 }))
+    const webhook = await createWebhook(db.pool, scope, { url: receiver.url, events: ["identity.linked"] })
+    const secret = generateWebhookSecret()
+    await updateWebhook(db.pool, scope, webhook.webhook_id, { secret })
+    await start()
+    await enqueue(scope, "identity.linked")
+    await settledDelivery(scope, webhook.webhook_id)
+
+    const [request] = receiver.received
+    if (request === undefined) throw new Error("no request")
+    const header = String(request.headers["x-service-signature"])
+    const [t, current, previous, ...rest] = header.split(",")
+    expect(rest).toEqual([])
+    const alone = (v1: string | undefined) => ({
+      ...request,
+      headers: { "x-service-signature": `${t},${v1}` },
+    })
+    expect(verifies(alone(current), secret)).toBe(true)
+    expect(verifies(alone(current), webhook.secret)).toBe(false)
+    expect(verifies(alone(previous), webhook.secret)).toBe(true)
+    expect(verifies(alone(previous), secret)).toBe(false)
+    expect(verifies(request, secret) && verifies(request, webhook.secret)).toBe(true)
+
+    // Once the overlap is over, only the new secret signs.
+    await db.pool.query(
+      "update platform.webhooks set previous_secret_expires_at = now() - interval '1 second' where webhook_id = $1",
+      [webhook.webhook_id],
+    )
+    await enqueue(scope, "identity.linked")
+    await waitFor("a second request", async () => receiver.received[1])
+    const later = String(receiver.received[1]?.headers["x-service-signature"])
+    expect(later.split(",")).toHaveLength(2)
+    const second = {
+      path: "",
+      headers: { "x-service-signature": later },
+      body: receiver.received[1]?.body ?? "",
+    }
+    expect(verifies(second, secret)).toBe(true)
+  })
+
+  it("finishes a delivery exactly once when the engine restarts between two attempts", async () => {
+    const scope = newTenant()
+    const receiver = await startReceiver((_request, index) =>
+      index === 0 ? { status: 503 } : { status: 200 },
+    )
+    const webhook = await createWebhook(db.pool, scope, { url: receiver.url, events: ["payment.completed"] })
+    // The retry is due 2 s after the first attempt: the first engine is gone by then.
+    const schedule: RetrySchedule = {
+      attempt_count_max: 3,
+      delay_base_ms: 2_000,
+      delay_max_ms: 2_000,
+      jitter: "none",
+    }
+    const first = await start({ retry_schedule: schedule })
+    await enqueue(scope, "payment.completed")
+    const pending = await waitFor("the first attempt", async () => {
+      const delivery = (await listDeliveries(db.pool, scope, webhook.webhook_id))?.data[0]
+      return delivery?.attempt_count === 1 ? delivery : undefined
+    })
+    await stop(first)
+    expect(pending).toMatchObject({ status: "pending", last_status_code: 503 })
+    expect(receiver.received).toHaveLength(1)
+
+    await start({ retry_schedule: schedule })
+    const delivery = await settledDelivery(scope, webhook.webhook_id)
+    await settle(2_500)
+    expect(receiver.received.map((r) => r.headers["x-service-delivery-attempt"])).toEqual(["1", "2"])
+    expect(delivery).toMatchObject({ status: "succeeded", attempt_count: 2 })
+    expect(delivery.attempts.map((a) => a.response_status)).toEqual([503, 200])
+  })
+
+  it("rolls a dispatch that fails midway back whole, and dispatches the event later", async () => {
+    const scope = newTenant()
+    const receiver = await startReceiver(() => ({ status: 200 }))
+    const webhook = await createWebhook(db.pool, scope, { url: receiver.url, events: ["payment.completed"] })
+    const event_id = await enqueue(scope, "payment.completed")
+    // A pg-boss pointed at a schema that does not exist fails the job insert, after the deliveries
+    // were written.
+    const broken = new PgBoss({ db: pgBossDb(db.pool), schema: "pgboss_absent" })
+    const client = await db.pool.connect()
+    try {
+      await expect(dispatchBatch(client, broken, 500)).rejects.toThrow(/pgboss_absent.* does not exist/)
+    } finally {
+      client.release()
+    }
+    const state = await db.pool.query(
+      `select e.dispatched_at, (select count(*)::int from platform.webhook_deliveries d where d.event_id = e.event_id) as n
+       from platform.webhook_events e where e.event_id = $1`,
+      [event_id],
+    )
+    expect(state.rows).toEqual([{ dispatched_at: null, n: 0 }])
+    await start()
+    expect(await settledDelivery(scope, webhook.webhook_id)).toMatchObject({ event_id, status: "succeeded" })
+    expect(receiver.received).toHaveLength(1)
+  })
+
+  it("dispatches every event once with two engines running", async () => {
+    const scope = newTenant()
+    const receiver = await startReceiver(() => ({ status: 200 }))
+    const webhooks = [
+      await createWebhook(db.pool, scope, { url: `${receiver.url}/a`, events: ["payment.completed"] }),
+      await createWebhook(db.pool, scope, {
+        url: `${receiver.url}/b`,
+        events: ["payment.completed", "wallet.created"],
+      }),
+    ]
+    const engineA = await start({ dispatch_batch_size: 7 })
+    await start({ dispatch_batch_size: 7, standby_retry_ms: 10 })
+    const event_count = 60
+    for (let i = 0; i < event_count; i += 10) {
+      await enqueueEvents(
+        db.pool,
+        Array.from({ length: 10 }, (_, j) => ({
+          ...scope,
+          event_type: "payment.completed" as const,
+          data: { n: i + j },
+          created_at: new Date(),
+        })),
+      )
+      // Hand leadership over midway: the standby takes up where the leader stopped.
+      if (i === 30) await stop(engineA)
+    }
+    await waitFor("every request", async () =>
+      receiver.received.length >= 2 * event_count ? true : undefined,
+    )
+    await settle(700)
+    expect(receiver.received).toHaveLength(2 * event_count)
+    const pairs = new Set(receiver.received.map((r) => `${r.headers["x-service-event-id"]} ${r.path}`))
+    expect(new Set(receiver.received.map((r) => r.headers["x-service-event-id"])).size).toBe(event_count)
+    expect(pairs.size).toBe(2 * event_count)
+    for (const webhook of webhooks) {
+      const page = await listDeliveries(db.pool, scope, webhook.webhook_id, { limit: 100 })
+      expect(page?.data.filter((d) => d.status === "succeeded")).toHaveLength(event_count)
+    }
+  })
+})
+
+describe("redelivery and test events", () => {
+  it("redelivers with a fresh attempt, only for the delivery's own tenant", async () => {
+    const scope = newTenant()
+    const receiver = await startReceiver(() => ({ status: 200 }))
+    const webhook = await createWebhook(db.pool, scope, { url: receiver.url, events: ["payment.completed"] })
+    const engine = await start()
+    await enqueue(scope, "payment.completed")
+    const delivered = await settledDelivery(scope, webhook.webhook_id)
+
+    expect(await redeliver(db.pool, engine.boss, newTenant(), delivered.delivery_id)).toBeUndefined()
+    expect(await getDelivery(db.pool, newTenant(), delivered.delivery_id)).toBeUndefined()
+    const queued = await redeliver(db.pool, engine.boss, scope, delivered.delivery_id)
+    expect(queued).toMatchObject({ delivery_id: delivered.delivery_id, status: "pending", attempt_count: 1 })
+    const again = await waitFor("the redelivery", async () => {
+      const delivery = await getDelivery(db.pool, scope, delivered.delivery_id)
+      return delivery?.attempt_count === 2 ? delivery : undefined
+    })
+    expect(again.status).toBe("succeeded")
+    expect(receiver.received.map((r) => r.headers["x-service-delivery-attempt"])).toEqual(["1", "2"])
+    expect(receiver.received[1]?.headers["x-service-event-id"]).toBe(delivered.event_id)
+  })
+
+  it("sends a test event to the one endpoint named, with sample data", async () => {
+    const scope = newTenant()
+    const named = await startReceiver(() => ({ status: 200 }))
+    const other = await startReceiver(() => ({ status: 200 }))
+    const webhook = await createWebhook(db.pool, scope, { url: named.url, events: ["wallet.created"] })
+    await createWebhook(db.pool, scope, { url: other.url, events: ["payment.completed"] })
+    await start()
+    expect(
+      await simulateEvent(db.pool, newTenant(), {
+        event_type: "payment.completed",
+        webhook_id: webhook.webhook_id,
+      }),
+    ).toBeUndefined()
+    const sent = await simulateEvent(db.pool, scope, {
+      event_type: "payment.completed",
+      webhook_id: webhook.webhook_id,
+    })
+    await settledDelivery(scope, webhook.webhook_id)
+    await settle(700)
+
+    expect(other.received).toHaveLength(0)
+    expect(named.received).toHaveLength(1)
+    const body = JSON.parse(named.received[0]?.body ?? "{}")
+    expect(body).toMatchObject({
+      id: sent?.event_id,
+      event_type: "payment.completed",
+      data: { status: "completed", metadata: { order_id: "order_1042" }, simulated: true },
+    })
+  })
+
+  it("ends a pending delivery as failed, without a request, once its endpoint is deleted", async () => {
+    const scope = newTenant()
+    const receiver = await startReceiver(() => ({ status: 500 }))
+    const webhook = await createWebhook(db.pool, scope, { url: receiver.url, events: ["payment.completed"] })
+    await start({ retry_schedule: { ...fast, delay_base_ms: 1_000, delay_max_ms: 1_000 } })
+    await enqueue(scope, "payment.completed")
+    const first = await waitFor("the first attempt", async () => {
+      const delivery = (await listDeliveries(db.pool, scope, webhook.webhook_id))?.data[0]
+      return delivery?.attempt_count === 1 ? delivery : undefined
+    })
+    await deleteWebhook(db.pool, scope, webhook.webhook_id)
+    const failed = await waitFor("the delivery to fail", async () => {
+      const delivery = await getDelivery(db.pool, scope, first.delivery_id)
+      return delivery?.status === "failed" ? delivery : undefined
+    })
+    expect(failed.attempt_count).toBe(1)
+    expect(receiver.received).toHaveLength(1)
+  })
+})

@@ -1,0 +1,286 @@
+// Proves the webhook store on real PostgreSQL: every function is scoped to one tenant and
+// environment (another tenant's endpoint is simply not found), lists page by cursor without gaps or
+// repeats, a secret rotation keeps the old secret for the overlap, deletion is soft, and the outbox
+// insert writes in the caller's transaction, so a rollback leaves nothing. Also checks the retry
+// schedule's arithmetic (about three days of attempts).
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { AssertionFailed } from "../../domain/assert.ts"
+import { runMigrations } from "../../src/db/migrate.ts"
+import { generateWebhookSecret } from "../../src/webhooks/ids.ts"
+import { nominalRetryDelayMs, retryDelayMs, retrySchedule, retryWindowMs } from "../../src/webhooks/retry.ts"
+import { webhookMigrations } from "../../src/webhooks/schema.ts"
+import {
+  createWebhook,
+  deleteWebhook,
+  enqueueEvents,
+  getDelivery,
+  getWebhook,
+  listDeliveries,
+  listWebhooks,
+  previous_secret_lifetime_s,
+  type TenantScope,
+  toPublicWebhook,
+  updateWebhook,
+  webhookUrlProblem,
+} from "../../src/webhooks/store.ts"
+import { freshDatabase, type TestDatabase } from "../support/db.ts"
+
+let db: TestDatabase
+beforeAll(async () => {
+  db = await freshDatabase({ migrate: false })
+  await runMigrations(db.pool, webhookMigrations)
+})
+afterAll(async () => {
+  await db.drop()
+})
+
+const acme: TenantScope = { tenant_id: "ten_acme", environment: "sandbox" }
+const globex: TenantScope = { tenant_id: "ten_globex", environment: "sandbox" }
+const acmeLive: TenantScope = { tenant_id: "ten_acme", environment: "production" }
+const url = "https://example.com/hooks"
+
+describe("webhook endpoints", () => {
+  it("are found only by their own tenant and environment", async () => {
+    const webhook = await createWebhook(db.pool, acme, { url, events: ["payment.completed"] })
+    expect(webhook.webhook_id).toMatch(/^whk_[0-9a-f]{32}$/)
+    expect(webhook.secret).toMatch(/^whsec_[0-9a-f]{64}$/)
+    expect(webhook.enabled).toBe(true)
+    expect(await getWebhook(db.pool, acme, webhook.webhook_id)).toEqual(webhook)
+
+    for (const other of [globex, acmeLive]) {
+      expect(await getWebhook(db.pool, other, webhook.webhook_id)).toBeUndefined()
+      expect(await updateWebhook(db.pool, other, webhook.webhook_id, { enabled: false })).toBeUndefined()
+      expect(await deleteWebhook(db.pool, other, webhook.webhook_id)).toBe(false)
+      expect(await listDeliveries(db.pool, other, webhook.webhook_id)).toBeUndefined()
+      expect((await listWebhooks(db.pool, other)).data.map((w) => w.webhook_id)).not.toContain(
+        webhook.webhook_id,
+      )
+    }
+    // Nothing the other tenants tried changed it.
+    expect(await getWebhook(db.pool, acme, webhook.webhook_id)).toEqual(webhook)
+  })
+
+  it("list newest first, page by cursor without gaps or repeats", async () => {
+    const tenant: TenantScope = { tenant_id: "ten_pages", environment: "sandbox" }
+    const created: string[] = []
+    for (let i = 0; i < 25; i++) {
+      created.push(
+        (await createWebhook(db.pool, tenant, { url: `${url}/${i}`, events: ["wallet.created"] })).webhook_id,
+      )
+    }
+    const seen: string[] = []
+    let cursor: string | undefined
+    const pages: Array<{ count: number; has_more: boolean }> = []
+    for (let page = 0; page < 5; page++) {
+      const result = await listWebhooks(db.pool, tenant, {
+        limit: 10,
+        ...(cursor ? { starting_after: cursor } : {}),
+      })
+      seen.push(...result.data.map((w) => w.webhook_id))
+      pages.push({ count: result.data.length, has_more: result.has_more })
+      if (result.next_cursor === null) break
+      expect(result.next_cursor).toBe(result.data[result.data.length - 1]?.webhook_id)
+      cursor = result.next_cursor
+    }
+    expect(pages).toEqual([
+      { count: 10, has_more: true },
+      { count: 10, has_more: true },
+      { count: 5, has_more: false },
+    ])
+    // Ids are time-ordered to the millisecond (ties in random order), so the order is the ids' own.
+    expect(seen).toEqual([...created].sort().reverse())
+    expect((await listWebhooks(db.pool, tenant)).data).toHaveLength(10)
+    const exact = await listWebhooks(db.pool, tenant, { limit: 25 })
+    expect({ count: exact.data.length, has_more: exact.has_more, next_cursor: exact.next_cursor }).toEqual({
+      count: 25,
+      has_more: false,
+      next_cursor: null,
+    })
+  })
+
+  it.each([0, 101, 1.5])("refuses a page limit of %s", async (limit) => {
+    await expect(listWebhooks(db.pool, acme, { limit })).rejects.toThrow(AssertionFailed)
+  })
+
+  it("change the fields given and nothing else", async () => {
+    const webhook = await createWebhook(db.pool, acme, {
+      url,
+      events: ["payment.completed"],
+      description: "orders",
+    })
+    const updated = await updateWebhook(db.pool, acme, webhook.webhook_id, {
+      url: "https://example.com/v2",
+      events: ["payment.failed", "payment.failed", "wallet.created"],
+      enabled: false,
+    })
+    expect(updated).toMatchObject({
+      url: "https://example.com/v2",
+      events: ["payment.failed", "wallet.created"],
+      enabled: false,
+      description: "orders",
+      secret: webhook.secret,
+      previous_secret: null,
+    })
+    const cleared = await updateWebhook(db.pool, acme, webhook.webhook_id, { description: null })
+    expect(cleared).toMatchObject({ description: null, url: "https://example.com/v2", enabled: false })
+    expect(cleared?.updated_at.getTime()).toBeGreaterThanOrEqual(webhook.updated_at.getTime())
+  })
+
+  it("keep the previous secret for a day when the secret changes", async () => {
+    const webhook = await createWebhook(db.pool, acme, { url, events: ["payment.completed"] })
+    const same = await updateWebhook(db.pool, acme, webhook.webhook_id, { secret: webhook.secret })
+    expect(same?.previous_secret).toBeNull()
+
+    const secret = generateWebhookSecret()
+    const before_ms = Date.now()
+    const rotated = await updateWebhook(db.pool, acme, webhook.webhook_id, { secret })
+    expect(rotated?.secret).toBe(secret)
+    expect(rotated?.previous_secret).toBe(webhook.secret)
+    const expires_ms = rotated?.previous_secret_expires_at?.getTime() ?? 0
+    expect(Math.abs(expires_ms - before_ms - previous_secret_lifetime_s * 1000)).toBeLessThan(60_000)
+
+    // A second rotation within the overlap replaces the previous secret with the one just retired.
+    const third = generateWebhookSecret()
+    const again = await updateWebhook(db.pool, acme, webhook.webhook_id, { secret: third })
+    expect({ secret: again?.secret, previous: again?.previous_secret }).toEqual({
+      secret: third,
+      previous: secret,
+    })
+  })
+
+  it("show the secret only masked in the public view", async () => {
+    const webhook = await createWebhook(db.pool, acme, {
+      url,
+      events: ["payment.completed"],
+      secret: "whsec_abcd1234",
+    })
+    const view = toPublicWebhook(webhook)
+    expect(JSON.stringify(view)).not.toContain("whsec_abcd1234")
+    expect(view).toMatchObject({
+      webhook_id: webhook.webhook_id,
+      secret_last4: "1234",
+      previous_secret_expires_at: null,
+    })
+    const rotated = await updateWebhook(db.pool, acme, webhook.webhook_id, { secret: "whsec_efgh5678" })
+    if (rotated === undefined) throw new Error("rotated webhook not found")
+    const rotatedView = toPublicWebhook(rotated)
+    expect(JSON.stringify(rotatedView)).not.toContain("whsec_abcd1234")
+    expect(rotatedView.previous_secret_expires_at).toBe(rotated.previous_secret_expires_at?.toISOString())
+  })
+
+  it("are deleted softly: gone from the API, kept in the table", async () => {
+    const webhook = await createWebhook(db.pool, acme, { url, events: ["payment.completed"] })
+    expect(await deleteWebhook(db.pool, acme, webhook.webhook_id)).toBe(true)
+    expect(await deleteWebhook(db.pool, acme, webhook.webhook_id)).toBe(false)
+    expect(await getWebhook(db.pool, acme, webhook.webhook_id)).toBeUndefined()
+    expect(await updateWebhook(db.pool, acme, webhook.webhook_id, { enabled: true })).toBeUndefined()
+    const kept = await db.pool.query("select deleted_at from platform.webhooks where webhook_id = $1", [
+      webhook.webhook_id,
+    ])
+    expect(kept.rows[0]?.deleted_at).toBeInstanceOf(Date)
+  })
+
+  it.each([
+    ["https://example.com/hooks", "production", undefined],
+    ["http://127.0.0.1:8080/hooks", "sandbox", undefined],
+    ["http://example.com/hooks", "production", "production endpoints need https"],
+    ["ftp://example.com", "sandbox", "the URL must start with http:// or https://"],
+    ["/relative", "sandbox", "not an absolute URL"],
+    ["https://user:pass@example.com", "sandbox", "the URL must not contain credentials"],
+    [`https://example.com/${"a".repeat(2100)}`, "sandbox", "the URL is longer than 2,048 characters"],
+  ] as const)("check %s in %s", (input, environment, problem) => {
+    expect(webhookUrlProblem(input, environment)).toBe(problem)
+  })
+})
+
+describe("the outbox", () => {
+  const row = (event_type: "payment.completed" | "wallet.created", order_id: string) => ({
+    ...acme,
+    event_type,
+    data: { metadata: { order_id } },
+    created_at: new Date("2025-01-02T03:04:05.678Z"),
+  })
+
+  it("writes many events in the caller's transaction, in order", async () => {
+    const client = await db.pool.connect()
+    try {
+      await client.query("begin")
+      const ids = await enqueueEvents(client, [row("payment.completed", "a"), row("wallet.created", "b")])
+      // Not visible outside the transaction before it commits.
+      const outside = await db.pool.query(
+        "select count(*)::int as n from platform.webhook_events where event_id = any ($1)",
+        [ids],
+      )
+      expect(outside.rows[0]?.n).toBe(0)
+      await client.query("commit")
+      expect(ids).toHaveLength(2)
+      for (const id of ids) expect(id).toMatch(/^evt_[0-9a-f]{32}$/)
+      const stored = await db.pool.query(
+        "select event_id, event_type, data, created_at, dispatched_at from platform.webhook_events where event_id = any ($1) order by position",
+        [ids],
+      )
+      expect(stored.rows).toEqual([
+        {
+          event_id: ids[0],
+          event_type: "payment.completed",
+          data: { metadata: { order_id: "a" } },
+          created_at: new Date("2025-01-02T03:04:05.678Z"),
+          dispatched_at: null,
+        },
+        {
+          event_id: ids[1],
+          event_type: "wallet.created",
+          data: { metadata: { order_id: "b" } },
+          created_at: new Date("2025-01-02T03:04:05.678Z"),
+          dispatched_at: null,
+        },
+      ])
+    } finally {
+      client.release()
+    }
+  })
+
+  it("leaves nothing when the caller rolls back, and does nothing for no rows", async () => {
+    const client = await db.pool.connect()
+    try {
+      await client.query("begin")
+      const ids = await enqueueEvents(client, [row("payment.completed", "rolled back")])
+      await client.query("rollback")
+      const stored = await db.pool.query(
+        "select count(*)::int as n from platform.webhook_events where event_id = any ($1)",
+        [ids],
+      )
+      expect(stored.rows[0]?.n).toBe(0)
+      expect(await enqueueEvents(client, [])).toEqual([])
+    } finally {
+      client.release()
+    }
+  })
+
+  it("has no deliveries to show for an unknown delivery id", async () => {
+    expect(await getDelivery(db.pool, acme, "dlv_00000000000000000000000000000000")).toBeUndefined()
+  })
+})
+
+describe("the retry schedule", () => {
+  it("doubles from 30 s and stops growing at 6 h", () => {
+    const minutes = Array.from({ length: 12 }, (_, i) => nominalRetryDelayMs(retrySchedule, i + 1) / 60_000)
+    expect(minutes).toEqual([0.5, 1, 2, 4, 8, 16, 32, 64, 128, 256, 360, 360])
+  })
+
+  it("spans about three days: 2 to 4.1 days, 3.1 on average", () => {
+    const day_ms = 24 * 60 * 60 * 1000
+    const window = retryWindowMs(retrySchedule)
+    expect(window.mean_ms / day_ms).toBeCloseTo(3.08, 2)
+    expect(window.min_ms / day_ms).toBeCloseTo(2.05, 2)
+    expect(window.max_ms / day_ms).toBeCloseTo(4.1, 1)
+  })
+
+  it("jitters between half the nominal delay and all of it, and ends at the last attempt", () => {
+    expect(retryDelayMs(retrySchedule, 3, 0)).toBe(60_000)
+    expect(retryDelayMs(retrySchedule, 3, 0.999_999)).toBe(120_000)
+    expect(retryDelayMs(retrySchedule, retrySchedule.attempt_count_max - 1, 0.5)).toBe(16_200_000)
+    expect(retryDelayMs(retrySchedule, retrySchedule.attempt_count_max, 0.5)).toBeUndefined()
+    expect(retryDelayMs({ ...retrySchedule, jitter: "none" }, 2, 0.3)).toBe(60_000)
+  })
+})
