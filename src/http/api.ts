@@ -16,6 +16,7 @@ import {
 } from "effect/http-api"
 import type { ApiScope } from "../../domain/platform/scopes.ts"
 import type { Caller } from "../platform/credentials.ts"
+import { apiDescription, documentConventions } from "./openapi.ts"
 
 export const Healthy = Schema.Struct({ status: Schema.Literal("healthy") })
 
@@ -507,4 +508,11 @@ export class PlatformApi extends HttpApi.make("platform")
   .add(PaymentsApi)
   .add(WebhooksApi)
   .annotate(HttpApi.PayloadParseOptions, { onExcessProperty: "error" })
-  .annotateMerge(OpenApi.annotations({ title: "Multi-chain payments platform", version: "1.0.0" })) {}
+  .annotateMerge(
+    OpenApi.annotations({
+      title: "Multi-chain payments platform",
+      version: "1.0.0",
+      description: apiDescription,
+      transform: documentConventions,
+    }),
+  ) {}
