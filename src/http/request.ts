@@ -40,7 +40,11 @@ export const classify = (squashed: unknown): ApiError | undefined => {
     const param = pathOf(first?.path)
     const where = squashed.kind === "Payload" ? "body" : squashed.kind.toLowerCase()
     if (squashed.kind === "Payload" && param === undefined && /JSON/.test(first?.message ?? "")) {
-      return new ApiError({ status: 400, code: "invalid_json", message: "The request body is not valid JSON." })
+      return new ApiError({
+        status: 400,
+        code: "invalid_json",
+        message: "The request body is not valid JSON.",
+      })
     }
     return new ApiError({
       status: 400,
