@@ -18,11 +18,21 @@ import type { ApiScope } from "../../domain/platform/scopes.ts"
 import type { Caller } from "../platform/credentials.ts"
 import { apiDescription, documentConventions } from "./openapi.ts"
 
+/**
+ * Every string the API takes: PostgreSQL text cannot hold U+0000, so it is refused at the edge
+ * (400 naming the field) instead of failing deep inside a statement.
+ */
+const Text = Schema.String.check(
+  Schema.makeFilter((value: string) =>
+    value.includes("\u0000") ? "must not contain the NUL character (U+0000)" : undefined,
+  ),
+)
+
 export const Healthy = Schema.Struct({ status: Schema.Literal("healthy") })
 
 export class Unhealthy extends Schema.TaggedError<Unhealthy>()(
   "Unhealthy",
-  { status: Schema.Literal("unhealthy"), database: Schema.String },
+  { status: Schema.Literal("unhealthy"), database: Text },
   { httpApiStatus: 503 },
 ) {}
 
@@ -48,65 +58,65 @@ const scoped = <E extends Annotatable<E>>(endpoint: E, scope: ApiScope): E =>
 
 // --- Shared shapes ----------------------------------------------------------------------------
 
-const Timestamp = Schema.String
-const Amount = Schema.Union([Schema.Number, Schema.String]).annotate({
+const Timestamp = Text
+const Amount = Schema.Union([Schema.Number, Text]).annotate({
   description: 'A decimal string ("12.50") or a JSON number; at most the token\'s decimals.',
 })
 const Page = <S extends Schema.Top>(item: S) =>
   Schema.Struct({
     data: Schema.Array(item),
     has_more: Schema.Boolean,
-    next_cursor: Schema.NullOr(Schema.String),
+    next_cursor: Schema.NullOr(Text),
   })
-const ListQuery = { limit: Schema.optional(Schema.String), starting_after: Schema.optional(Schema.String) }
-const Metadata = Schema.Record(Schema.String, Schema.String)
+const ListQuery = { limit: Schema.optional(Text), starting_after: Schema.optional(Text) }
+const Metadata = Schema.Record(Text, Text)
 
 export const Wallet = Schema.Struct({
-  wallet_id: Schema.String,
-  address: Schema.String,
-  chain: Schema.String,
-  external_id: Schema.String,
-  label: Schema.String,
+  wallet_id: Text,
+  address: Text,
+  chain: Text,
+  external_id: Text,
+  label: Text,
   is_default: Schema.Boolean,
   created_at: Timestamp,
 }).annotate({ identifier: "Wallet" })
 
 export const Balance = Schema.Struct({
-  wallet_id: Schema.String,
+  wallet_id: Text,
   tokens: Schema.Array(
     Schema.Struct({
-      token: Schema.String,
-      amount: Schema.String,
-      chain: Schema.String,
-      reserved: Schema.String,
+      token: Text,
+      amount: Text,
+      chain: Text,
+      reserved: Text,
     }),
   ),
 }).annotate({ identifier: "Balance" })
 
 export const Identity = Schema.Struct({
-  identity_id: Schema.String,
-  wallet_id: Schema.String,
+  identity_id: Text,
+  wallet_id: Text,
   kind: Schema.Literals(["phone", "email", "handle"]),
-  value: Schema.String,
+  value: Text,
   status: Schema.Literals(["linked", "unlinked"]),
   linked_at: Timestamp,
   unlinked_at: Schema.NullOr(Timestamp),
 }).annotate({ identifier: "Identity" })
 
 export const Transaction = Schema.Struct({
-  transaction_id: Schema.String,
+  transaction_id: Text,
   type: Schema.Literal("social_payment"),
   status: Schema.Literals(["pending", "completed", "failed"]),
-  amount: Schema.String,
-  fee: Schema.String,
-  token: Schema.String,
-  chain: Schema.String,
-  recipient: Schema.String,
-  from_wallet: Schema.String,
-  to_wallet: Schema.NullOr(Schema.String),
-  note: Schema.NullOr(Schema.String),
+  amount: Text,
+  fee: Text,
+  token: Text,
+  chain: Text,
+  recipient: Text,
+  from_wallet: Text,
+  to_wallet: Schema.NullOr(Text),
+  note: Schema.NullOr(Text),
   metadata: Metadata,
-  failure: Schema.NullOr(Schema.Struct({ code: Schema.String, message: Schema.String })),
+  failure: Schema.NullOr(Schema.Struct({ code: Text, message: Text })),
   created_at: Timestamp,
   expires_at: Schema.NullOr(Timestamp),
   completed_at: Schema.NullOr(Timestamp),
@@ -114,44 +124,44 @@ export const Transaction = Schema.Struct({
 }).annotate({ identifier: "Transaction" })
 
 export const ApiKey = Schema.Struct({
-  key_id: Schema.String,
+  key_id: Text,
   environment: Schema.Literals(["sandbox", "production"]),
-  prefix: Schema.String,
-  scopes: Schema.Array(Schema.String),
-  name: Schema.NullOr(Schema.String),
+  prefix: Text,
+  scopes: Schema.Array(Text),
+  name: Schema.NullOr(Text),
   created_at: Timestamp,
   expires_at: Schema.NullOr(Timestamp),
   revoked_at: Schema.NullOr(Timestamp),
   status: Schema.Literals(["active", "expiring", "expired", "revoked"]),
 }).annotate({ identifier: "ApiKey" })
 
-export const NewApiKey = Schema.Struct({ ...ApiKey.fields, api_key: Schema.String }).annotate({
+export const NewApiKey = Schema.Struct({ ...ApiKey.fields, api_key: Text }).annotate({
   identifier: "NewApiKey",
 })
 
 export const Tenant = Schema.Struct({
-  tenant_id: Schema.String,
-  email: Schema.String,
-  company_name: Schema.String,
+  tenant_id: Text,
+  email: Text,
+  company_name: Text,
   plan: Schema.Literals(["basic", "professional", "enterprise"]),
   environment: Schema.Literals(["sandbox", "production"]),
   verification: Schema.Struct({
     status: Schema.Literals(["unverified", "verified", "rejected"]),
     kyc_level: Schema.Number,
-    reason: Schema.NullOr(Schema.String),
+    reason: Schema.NullOr(Text),
     decided_at: Schema.NullOr(Timestamp),
   }),
   created_at: Timestamp,
 }).annotate({ identifier: "Tenant" })
 
 export const Webhook = Schema.Struct({
-  webhook_id: Schema.String,
+  webhook_id: Text,
   environment: Schema.Literals(["sandbox", "production"]),
-  url: Schema.String,
-  events: Schema.Array(Schema.String),
+  url: Text,
+  events: Schema.Array(Text),
   enabled: Schema.Boolean,
-  description: Schema.NullOr(Schema.String),
-  secret_last4: Schema.String,
+  description: Schema.NullOr(Text),
+  secret_last4: Text,
   /** While set, deliveries are signed with the old secret too. */
   previous_secret_expires_at: Schema.NullOr(Timestamp),
   created_at: Timestamp,
@@ -159,10 +169,10 @@ export const Webhook = Schema.Struct({
 }).annotate({ identifier: "Webhook" })
 
 export const WebhookDelivery = Schema.Struct({
-  delivery_id: Schema.String,
-  event_id: Schema.String,
-  event_type: Schema.String,
-  webhook_id: Schema.String,
+  delivery_id: Text,
+  event_id: Text,
+  event_type: Text,
+  webhook_id: Text,
   status: Schema.Literals(["pending", "succeeded", "failed"]),
   attempt_count: Schema.Number,
   next_attempt_at: Schema.NullOr(Timestamp),
@@ -173,8 +183,8 @@ export const WebhookDelivery = Schema.Struct({
       started_at: Timestamp,
       latency_ms: Schema.Number,
       response_status: Schema.NullOr(Schema.Number),
-      response_excerpt: Schema.NullOr(Schema.String),
-      error: Schema.NullOr(Schema.String),
+      response_excerpt: Schema.NullOr(Text),
+      error: Schema.NullOr(Text),
     }),
   ),
 }).annotate({ identifier: "WebhookDelivery" })
@@ -188,14 +198,14 @@ export class SystemApi extends HttpApiGroup.make("system", { topLevel: true })
 export class RegistrationApi extends HttpApiGroup.make("registration", { topLevel: true }).add(
   HttpApiEndpoint.post("register", "/api/tenant/register", {
     payload: Schema.Struct({
-      email: Schema.String,
-      password: Schema.String,
-      company_name: Schema.String,
-      plan: Schema.String,
+      email: Text,
+      password: Text,
+      company_name: Text,
+      plan: Text,
     }),
     success: Schema.Struct({
-      tenant_id: Schema.String,
-      api_key: Schema.String,
+      tenant_id: Text,
+      api_key: Text,
       environment: Schema.Literal("sandbox"),
     }).annotate({ httpApiStatus: 201 }),
   }),
@@ -207,11 +217,11 @@ export class TenantApi extends HttpApiGroup.make("tenant")
     scoped(
       HttpApiEndpoint.post("submitVerification", "/api/v1/tenant/verification", {
         payload: Schema.Struct({
-          legal_name: Schema.String,
-          registration_number: Schema.String,
-          country: Schema.String,
-          representative: Schema.Struct({ name: Schema.String, country: Schema.String }),
-          documents: Schema.optional(Schema.Array(Schema.String)),
+          legal_name: Text,
+          registration_number: Text,
+          country: Text,
+          representative: Schema.Struct({ name: Text, country: Text }),
+          documents: Schema.optional(Schema.Array(Text)),
         }),
         success: Tenant,
       }),
@@ -225,9 +235,9 @@ export class KeysApi extends HttpApiGroup.make("apiKeys")
     scoped(
       HttpApiEndpoint.post("create", "/api/v1/api-keys", {
         payload: Schema.Struct({
-          environment: Schema.optional(Schema.String),
-          scopes: Schema.optional(Schema.Array(Schema.String)),
-          name: Schema.optional(Schema.String),
+          environment: Schema.optional(Text),
+          scopes: Schema.optional(Schema.Array(Text)),
+          name: Schema.optional(Text),
         }),
         success: NewApiKey.annotate({ httpApiStatus: 201 }),
       }),
@@ -245,7 +255,7 @@ export class KeysApi extends HttpApiGroup.make("apiKeys")
   .add(
     scoped(
       HttpApiEndpoint.post("rotate", "/api/v1/api-keys/:key_id/rotate", {
-        params: { key_id: Schema.String },
+        params: { key_id: Text },
         payload: Schema.Struct({ grace_period_seconds: Schema.optional(Schema.Number) }),
         success: Schema.Struct({ new_key: NewApiKey, old_key: ApiKey }),
       }),
@@ -255,7 +265,7 @@ export class KeysApi extends HttpApiGroup.make("apiKeys")
   .add(
     scoped(
       HttpApiEndpoint.post("revoke", "/api/v1/api-keys/:key_id/revoke", {
-        params: { key_id: Schema.String },
+        params: { key_id: Text },
         success: ApiKey,
       }),
       "keys:manage",
@@ -267,7 +277,7 @@ export class WalletsApi extends HttpApiGroup.make("wallets")
   .add(
     scoped(
       HttpApiEndpoint.post("create", "/api/v1/wallets", {
-        payload: Schema.Struct({ external_id: Schema.String, label: Schema.String, chain: Schema.String }),
+        payload: Schema.Struct({ external_id: Text, label: Text, chain: Text }),
         success: Wallet.annotate({ httpApiStatus: 201 }),
       }),
       "wallets:write",
@@ -276,7 +286,7 @@ export class WalletsApi extends HttpApiGroup.make("wallets")
   .add(
     scoped(
       HttpApiEndpoint.get("list", "/api/v1/wallets", {
-        query: { ...ListQuery, external_id: Schema.optional(Schema.String) },
+        query: { ...ListQuery, external_id: Schema.optional(Text) },
         success: Page(Wallet),
       }),
       "wallets:read",
@@ -285,7 +295,7 @@ export class WalletsApi extends HttpApiGroup.make("wallets")
   .add(
     scoped(
       HttpApiEndpoint.get("get", "/api/v1/wallets/:wallet_id", {
-        params: { wallet_id: Schema.String },
+        params: { wallet_id: Text },
         success: Wallet,
       }),
       "wallets:read",
@@ -294,7 +304,7 @@ export class WalletsApi extends HttpApiGroup.make("wallets")
   .add(
     scoped(
       HttpApiEndpoint.get("balance", "/api/v1/wallets/:wallet_id/balance", {
-        params: { wallet_id: Schema.String },
+        params: { wallet_id: Text },
         success: Balance,
       }),
       "wallets:read",
@@ -303,7 +313,7 @@ export class WalletsApi extends HttpApiGroup.make("wallets")
   .add(
     scoped(
       HttpApiEndpoint.post("makeDefault", "/api/v1/wallets/:wallet_id/default", {
-        params: { wallet_id: Schema.String },
+        params: { wallet_id: Text },
         success: Wallet,
       }),
       "wallets:write",
@@ -315,7 +325,7 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
   .add(
     scoped(
       HttpApiEndpoint.post("faucet", "/api/v1/sandbox/faucet", {
-        payload: Schema.Struct({ wallet_id: Schema.String, token: Schema.String, amount: Amount }),
+        payload: Schema.Struct({ wallet_id: Text, token: Text, amount: Amount }),
         success: Balance,
       }),
       "wallets:write",
@@ -324,10 +334,10 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
   .add(
     scoped(
       HttpApiEndpoint.post("simulateWebhook", "/api/v1/sandbox/webhooks/simulate", {
-        payload: Schema.Struct({ event_type: Schema.String, webhook_id: Schema.optional(Schema.String) }),
+        payload: Schema.Struct({ event_type: Text, webhook_id: Schema.optional(Text) }),
         success: Schema.Struct({
-          event_id: Schema.String,
-          event_type: Schema.String,
+          event_id: Text,
+          event_type: Text,
         }).annotate({
           httpApiStatus: 202,
         }),
@@ -341,7 +351,7 @@ export class IdentitiesApi extends HttpApiGroup.make("identities")
   .add(
     scoped(
       HttpApiEndpoint.post("link", "/api/v1/identities", {
-        payload: Schema.Struct({ wallet_id: Schema.String, kind: Schema.String, value: Schema.String }),
+        payload: Schema.Struct({ wallet_id: Text, kind: Text, value: Text }),
         success: Identity.annotate({ httpApiStatus: 201 }),
       }),
       "identities:write",
@@ -350,7 +360,7 @@ export class IdentitiesApi extends HttpApiGroup.make("identities")
   .add(
     scoped(
       HttpApiEndpoint.get("list", "/api/v1/identities", {
-        query: { ...ListQuery, wallet_id: Schema.optional(Schema.String) },
+        query: { ...ListQuery, wallet_id: Schema.optional(Text) },
         success: Page(Identity),
       }),
       "identities:read",
@@ -359,7 +369,7 @@ export class IdentitiesApi extends HttpApiGroup.make("identities")
   .add(
     scoped(
       HttpApiEndpoint.get("get", "/api/v1/identities/:identity_id", {
-        params: { identity_id: Schema.String },
+        params: { identity_id: Text },
         success: Identity,
       }),
       "identities:read",
@@ -368,7 +378,7 @@ export class IdentitiesApi extends HttpApiGroup.make("identities")
   .add(
     scoped(
       HttpApiEndpoint.delete("unlink", "/api/v1/identities/:identity_id", {
-        params: { identity_id: Schema.String },
+        params: { identity_id: Text },
         success: Identity,
       }),
       "identities:write",
@@ -381,11 +391,11 @@ export class PaymentsApi extends HttpApiGroup.make("payments")
     scoped(
       HttpApiEndpoint.post("pay", "/api/social-payments/pay", {
         payload: Schema.Struct({
-          recipient: Schema.String,
+          recipient: Text,
           amount: Amount,
-          token: Schema.String,
-          note: Schema.optional(Schema.String),
-          from_wallet: Schema.optional(Schema.String),
+          token: Text,
+          note: Schema.optional(Text),
+          from_wallet: Schema.optional(Text),
           metadata: Schema.optional(Metadata),
         }),
         success: Transaction,
@@ -396,7 +406,7 @@ export class PaymentsApi extends HttpApiGroup.make("payments")
   .add(
     scoped(
       HttpApiEndpoint.get("get", "/api/v1/transactions/:transaction_id", {
-        params: { transaction_id: Schema.String },
+        params: { transaction_id: Text },
         success: Transaction,
       }),
       "payments:read",
@@ -407,10 +417,10 @@ export class PaymentsApi extends HttpApiGroup.make("payments")
       HttpApiEndpoint.get("list", "/api/v1/transactions", {
         query: {
           ...ListQuery,
-          wallet_id: Schema.optional(Schema.String),
-          status: Schema.optional(Schema.String),
-          created_gte: Schema.optional(Schema.String),
-          created_lt: Schema.optional(Schema.String),
+          wallet_id: Schema.optional(Text),
+          status: Schema.optional(Text),
+          created_gte: Schema.optional(Text),
+          created_lt: Schema.optional(Text),
         },
         success: Page(Transaction),
       }),
@@ -420,10 +430,10 @@ export class PaymentsApi extends HttpApiGroup.make("payments")
   .middleware(Authentication) {}
 
 const WebhookInput = {
-  url: Schema.String,
-  events: Schema.Array(Schema.String),
-  secret: Schema.String,
-  description: Schema.optional(Schema.String),
+  url: Text,
+  events: Schema.Array(Text),
+  secret: Text,
+  description: Schema.optional(Text),
 }
 
 export class WebhooksApi extends HttpApiGroup.make("webhooks")
@@ -445,7 +455,7 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
   .add(
     scoped(
       HttpApiEndpoint.get("get", "/api/v1/webhooks/:webhook_id", {
-        params: { webhook_id: Schema.String },
+        params: { webhook_id: Text },
         success: Webhook,
       }),
       "webhooks:read",
@@ -454,12 +464,12 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
   .add(
     scoped(
       HttpApiEndpoint.patch("update", "/api/v1/webhooks/:webhook_id", {
-        params: { webhook_id: Schema.String },
+        params: { webhook_id: Text },
         payload: Schema.Struct({
-          url: Schema.optional(Schema.String),
-          events: Schema.optional(Schema.Array(Schema.String)),
-          secret: Schema.optional(Schema.String),
-          description: Schema.optional(Schema.NullOr(Schema.String)),
+          url: Schema.optional(Text),
+          events: Schema.optional(Schema.Array(Text)),
+          secret: Schema.optional(Text),
+          description: Schema.optional(Schema.NullOr(Text)),
           enabled: Schema.optional(Schema.Boolean),
         }),
         success: Webhook,
@@ -470,8 +480,8 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
   .add(
     scoped(
       HttpApiEndpoint.delete("delete", "/api/v1/webhooks/:webhook_id", {
-        params: { webhook_id: Schema.String },
-        success: Schema.Struct({ webhook_id: Schema.String, deleted: Schema.Literal(true) }),
+        params: { webhook_id: Text },
+        success: Schema.Struct({ webhook_id: Text, deleted: Schema.Literal(true) }),
       }),
       "webhooks:write",
     ),
@@ -479,7 +489,7 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
   .add(
     scoped(
       HttpApiEndpoint.get("deliveries", "/api/v1/webhooks/:webhook_id/deliveries", {
-        params: { webhook_id: Schema.String },
+        params: { webhook_id: Text },
         query: ListQuery,
         success: Page(WebhookDelivery),
       }),
@@ -489,7 +499,7 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
   .add(
     scoped(
       HttpApiEndpoint.post("redeliver", "/api/v1/webhooks/:webhook_id/deliveries/:delivery_id/redeliver", {
-        params: { webhook_id: Schema.String, delivery_id: Schema.String },
+        params: { webhook_id: Text, delivery_id: Text },
         success: WebhookDelivery.annotate({ httpApiStatus: 202 }),
       }),
       "webhooks:write",

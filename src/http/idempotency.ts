@@ -8,9 +8,14 @@
 import { createHash } from "node:crypto"
 import { Deferred, Effect, type Exit } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
-import { findStoredResponse, type StoredResponse } from "../platform/idempotency.ts"
+import {
+  findStoredResponse,
+  inTransaction,
+  type StoredResponse,
+  storeResponses,
+} from "../platform/idempotency.ts"
 import { Platform } from "../platform/service.ts"
-import { ApiError, CurrentRequestId } from "./errors.ts"
+import { ApiError } from "./errors.ts"
 
 /** JSON with object keys sorted, so that two spellings of one body fingerprint alike. */
 const stableJson = (value: unknown): string => {
@@ -53,10 +58,11 @@ type InFlight = {
 }
 const inFlight = new Map<string, InFlight>()
 
-const replay = (stored: StoredResponse, request_id: string) =>
+/** The stored response again; the request middleware adds each request's own X-Request-Id. */
+const replay = (stored: StoredResponse) =>
   HttpServerResponse.jsonUnsafe(stored.response_body, {
     status: stored.response_status,
-    headers: { "idempotent-replayed": "true", "x-request-id": request_id },
+    headers: { "idempotent-replayed": "true" },
   })
 
 /**
@@ -91,24 +97,49 @@ export const idempotent = <A, R>(
       .digest("hex")
     const ticket: IdempotencyTicket = { ...scope, idempotency_key: key, fingerprint }
     const slot = `${scope.tenant_id}|${scope.environment}|${key}`
+    const { pool } = yield* Platform
+    // Look up and claim the slot in one synchronous step, before the first wait (the stored-response
+    // lookup): a duplicate arriving meanwhile then waits for this request instead of running again.
     const running = inFlight.get(slot)
     if (running !== undefined) {
       if (running.fingerprint !== fingerprint) return yield* reused
       const exit = yield* Deferred.await(running.done)
-      return yield* exit as Exit.Exit<A, ApiError>
+      return yield* exit as Exit.Exit<A | HttpServerResponse.HttpServerResponse, ApiError>
     }
-    const { pool } = yield* Platform
-    const stored = yield* Effect.promise(() =>
-      findStoredResponse(pool, scope.tenant_id, scope.environment, key),
-    )
-    if (stored !== undefined) {
-      if (stored.fingerprint !== fingerprint) return yield* reused
-      return replay(stored, yield* CurrentRequestId)
-    }
-    const done = yield* Deferred.make<Exit.Exit<unknown, unknown>>()
+    const done = Deferred.makeUnsafe<Exit.Exit<unknown, unknown>>()
     inFlight.set(slot, { fingerprint, done })
-    const exit = yield* Effect.exit(run(ticket))
-    inFlight.delete(slot)
-    yield* Deferred.succeed(done, exit)
-    return yield* exit
+    const first = Effect.gen(function* () {
+      const stored = yield* Effect.promise(() =>
+        findStoredResponse(pool, scope.tenant_id, scope.environment, key),
+      )
+      if (stored === undefined) return yield* run(ticket)
+      if (stored.fingerprint !== fingerprint) return yield* reused
+      return replay(stored)
+    })
+    return yield* first.pipe(
+      Effect.onExit((exit) =>
+        Effect.suspend(() => {
+          inFlight.delete(slot)
+          return Deferred.succeed(done, exit)
+        }),
+      ),
+    )
   })
+
+/**
+ * Stores the response of a request whose effect is naturally idempotent (choosing the default
+ * wallet, revoking a key, scheduling a redelivery, a sandbox sample), after it took effect: if the
+ * process stops in between, the retry repeats an effect that changes nothing the second time.
+ */
+export const storeAfterwards =
+  (ticket: IdempotencyTicket | undefined, status: number) =>
+  <A>(body: A) =>
+    ticket === undefined
+      ? Effect.succeed(body)
+      : Effect.gen(function* () {
+          const { pool } = yield* Platform
+          yield* Effect.promise(() =>
+            inTransaction(pool, (client) => storeResponses(client, [storedResponse(ticket, status, body)])),
+          )
+          return body
+        })

@@ -10,22 +10,43 @@ import { type Db, enqueueEvents, getWebhook, type TenantScope } from "./store.ts
 
 const sampleId = (prefix: string): string => `${prefix}_${uuidv7().replaceAll("-", "")}`
 
-const samplePayment = (status: "completed" | "failed" | "pending", created_at: Date): JsonObject => ({
-  payment_id: sampleId("pay"),
-  status,
-  amount: "25.00",
-  fee: "0.075",
-  asset: "USDC@ethereum",
-  from_wallet_id: sampleId("wal"),
-  recipient: { type: "email", value: "ana@example.com" },
-  metadata: { order_id: "order_1042" },
-  ...(status === "failed" ? { failure_code: "insufficient_funds" } : {}),
-  ...(status === "completed" ? { completed_at: created_at.toISOString() } : {}),
-  simulated: true,
-})
+const pending_sample_expiry_ms = 7 * 24 * 3_600_000
+
+/** A sample transaction, shaped exactly like the `data` of a real payment event (the Transaction view). */
+const samplePayment = (status: "completed" | "failed" | "pending", created_at: Date): JsonObject => {
+  const at = created_at.toISOString()
+  return {
+    transaction_id: sampleId("txn"),
+    type: "social_payment",
+    status,
+    amount: "25.00",
+    fee: "0.075",
+    token: "USDC",
+    chain: "ethereum",
+    recipient: "ana@example.com",
+    from_wallet: sampleId("wal"),
+    to_wallet: status === "pending" ? null : sampleId("wal"),
+    note: null,
+    metadata: { order_id: "order_1042" },
+    failure:
+      status === "failed"
+        ? {
+            code: "insufficient_funds",
+            message: "The paying wallet's available balance does not cover the amount and its fee.",
+          }
+        : null,
+    created_at: at,
+    expires_at:
+      status === "pending" ? new Date(created_at.getTime() + pending_sample_expiry_ms).toISOString() : null,
+    completed_at: status === "completed" ? at : null,
+    failed_at: status === "failed" ? at : null,
+    simulated: true,
+  }
+}
 
 /**
- * A sample `data` for `event_type`.
+ * A sample `data` for `event_type`, with the fields of the real event's `data` (the Transaction,
+ * Wallet or Identity view) plus `simulated: true`.
  * @example sampleEventData("payment.completed", new Date()).metadata // { order_id: "order_1042" }
  */
 export function sampleEventData(event_type: WebhookEventType, created_at: Date): JsonObject {
@@ -39,14 +60,23 @@ export function sampleEventData(event_type: WebhookEventType, created_at: Date):
     case "wallet.created":
       return {
         wallet_id: sampleId("wal"),
-        chain: "ethereum",
         address: "0x52908400098527886E0F7030069857D2E4169EE7",
+        chain: "ethereum",
+        external_id: "user_1042",
+        label: "Sample wallet",
+        is_default: false,
+        created_at: created_at.toISOString(),
         simulated: true,
       }
     case "identity.linked":
       return {
-        identity: { type: "phone", value: "+14155550100" },
+        identity_id: sampleId("idn"),
         wallet_id: sampleId("wal"),
+        kind: "phone",
+        value: "+14155550100",
+        status: "linked",
+        linked_at: created_at.toISOString(),
+        unlinked_at: null,
         simulated: true,
       }
     default:

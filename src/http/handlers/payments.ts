@@ -276,33 +276,48 @@ const pay = (payload: PayPayload) =>
       to_wallet_id === null
         ? [walletAccount(payer.wallet_id, asset), escrowAccount(asset)]
         : [walletAccount(payer.wallet_id, asset), walletAccount(to_wallet_id, asset), feeAccount(asset)]
-    yield* mapLedgerErrors(
-      ensureAccounts(platform.writer, ledger, accounts, { actor: caller.key_id, correlation_id: request_id }),
-    )
+    // Accounts open inside `idempotent`: a refused or reused Idempotency-Key must not open them.
     return yield* idempotent(caller, "payments.pay", payload, (ticket) =>
-      execute(
-        caller,
-        planPayment(
-          caller,
-          payer,
-          to_wallet_id,
-          asset,
-          amount,
-          recipient.success,
-          payload,
-          platform.settings.pending_payment_expiry_ms,
+      Effect.andThen(
+        mapLedgerErrors(
+          ensureAccounts(platform.writer, ledger, accounts, {
+            actor: caller.key_id,
+            correlation_id: request_id,
+          }),
         ),
-        ticket,
+        () =>
+          execute(
+            caller,
+            planPayment(
+              caller,
+              payer,
+              to_wallet_id,
+              asset,
+              amount,
+              recipient.success,
+              payload,
+              platform.settings.pending_payment_expiry_ms,
+            ),
+            ticket,
+          ),
       ),
     )
   })
 
 const statuses: ReadonlyArray<PaymentStatus> = ["pending", "completed", "failed"]
 
-const checkTime = (value: string | undefined, param: string): Effect.Effect<string | undefined, ApiError> =>
-  value === undefined || !Number.isNaN(Date.parse(value))
-    ? Effect.succeed(value === undefined ? undefined : new Date(value).toISOString())
-    : Effect.fail(badRequest("invalid_time", `${param} must be an ISO 8601 time.`, param))
+/** Years PostgreSQL's timestamptz can compare with (it has no year 0; JavaScript reaches -271821). */
+const time_year_min = 1
+const time_year_max = 9999
+
+const checkTime = (value: string | undefined, param: string): Effect.Effect<string | undefined, ApiError> => {
+  if (value === undefined) return Effect.succeed(undefined)
+  const time = new Date(value)
+  const year = time.getUTCFullYear()
+  return Number.isNaN(time.getTime()) || year < time_year_min || year > time_year_max
+    ? Effect.fail(badRequest("invalid_time", `${param} must be an ISO 8601 time.`, param))
+    : Effect.succeed(time.toISOString())
+}
 
 const list = (query: {
   readonly limit?: string | undefined

@@ -29,7 +29,7 @@ import { hashPassword } from "../../platform/passwords.ts"
 import { Platform } from "../../platform/service.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
 import { ApiError, badRequest, conflict, forbidden, notFound } from "../errors.ts"
-import { idempotent, storedResponse } from "../idempotency.ts"
+import { idempotent, storeAfterwards, storedResponse } from "../idempotency.ts"
 import { db, dbUnique, respond, text } from "./common.ts"
 
 const password_length_min = 10
@@ -296,7 +296,12 @@ const rotateKey = (key_id: string, payload: { grace_period_seconds?: number | un
       payload.grace_period_seconds === undefined
         ? rotation_grace_ms_default
         : payload.grace_period_seconds * 1000
-    if (!Number.isInteger(grace_ms) || grace_ms < 0 || grace_ms > rotation_grace_ms_max) {
+    // The seconds must be whole: 1.5 s is 1,500 ms, an integer, and was accepted.
+    if (
+      (payload.grace_period_seconds !== undefined && !Number.isInteger(payload.grace_period_seconds)) ||
+      grace_ms < 0 ||
+      grace_ms > rotation_grace_ms_max
+    ) {
       return yield* badRequest(
         "invalid_grace_period",
         `grace_period_seconds must be an integer from 0 to ${rotation_grace_ms_max / 1000}.`,
@@ -373,6 +378,15 @@ export const KeysHandlers = HttpApiBuilder.group(PlatformApi, "apiKeys", (handle
         }),
       )
       .handle("rotate", ({ params, payload }) => respond(rotateKey(params.key_id, payload)))
-      .handle("revoke", ({ params }) => respond(revokeKey(params.key_id))),
+      .handle("revoke", ({ params }) =>
+        respond(
+          Effect.gen(function* () {
+            const caller = yield* CurrentCaller
+            return yield* idempotent(caller, `keys.revoke.${params.key_id}`, {}, (ticket) =>
+              Effect.flatMap(revokeKey(params.key_id), storeAfterwards(ticket, 200)),
+            )
+          }),
+        ),
+      ),
   ),
 )

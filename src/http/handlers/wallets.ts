@@ -32,7 +32,7 @@ import {
 } from "../../platform/wallets.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
 import { badRequest, CurrentRequestId, notFound } from "../errors.ts"
-import { idempotent, storedResponse } from "../idempotency.ts"
+import { idempotent, storeAfterwards, storedResponse } from "../idempotency.ts"
 import { db, parseLimit, parseMoney, requireSandbox, respond, text, tokenOn } from "./common.ts"
 import { mapLedgerErrors } from "./ledger-errors.ts"
 
@@ -142,13 +142,17 @@ const makeDefault = (wallet_id: string) =>
     const caller = yield* CurrentCaller
     const { pool } = yield* Platform
     const wallet = yield* callerWallet(caller, wallet_id)
-    yield* db(() =>
-      pool.query(
-        "update platform.tenant_environments set default_wallet_id = $3 where tenant_id = $1 and environment = $2",
-        [caller.tenant_id, caller.environment, wallet_id],
+    return yield* idempotent(caller, `wallets.default.${wallet_id}`, {}, (ticket) =>
+      db(() =>
+        pool.query(
+          "update platform.tenant_environments set default_wallet_id = $3 where tenant_id = $1 and environment = $2",
+          [caller.tenant_id, caller.environment, wallet_id],
+        ),
+      ).pipe(
+        Effect.map(() => toWalletView(wallet, wallet_id)),
+        Effect.flatMap(storeAfterwards(ticket, 200)),
       ),
     )
-    return toWalletView(wallet, wallet_id)
   })
 
 const faucet = (payload: { wallet_id: string; token: string; amount: number | string }) =>
@@ -162,41 +166,43 @@ const faucet = (payload: { wallet_id: string; token: string; amount: number | st
     const amount = yield* parseMoney(payload.amount, asset, faucet_whole_units_max)
     const ledger = ledgerOf(caller.tenant_id, caller.environment)
     const context = commandContext(caller, request_id)
-    yield* mapLedgerErrors(
-      ensureAccounts(
-        platform.writer,
-        ledger,
-        [faucetAccount(asset), walletAccount(wallet.wallet_id, asset)],
-        context,
-      ),
-    )
+    // Accounts open inside `idempotent`: a refused Idempotency-Key must not open them.
     const result = yield* idempotent(caller, "sandbox.faucet", payload, (ticket) =>
       mapLedgerErrors(
-        platform.writer.execute(
-          ledger,
-          {
-            type: "CreateTransfers",
-            group_id: null,
-            transfers: [
+        Effect.andThen(
+          ensureAccounts(
+            platform.writer,
+            ledger,
+            [faucetAccount(asset), walletAccount(wallet.wallet_id, asset)],
+            context,
+          ),
+          () =>
+            platform.writer.execute(
+              ledger,
               {
-                transfer_id: newId("fct"),
-                debit_account_id: faucetAccountId(asset),
-                credit_account_id: walletAccountId(wallet.wallet_id, asset),
-                amount,
-                code: transferCodes.faucet,
-                user_data: null,
+                type: "CreateTransfers",
+                group_id: null,
+                transfers: [
+                  {
+                    transfer_id: newId("fct"),
+                    debit_account_id: faucetAccountId(asset),
+                    credit_account_id: walletAccountId(wallet.wallet_id, asset),
+                    amount,
+                    code: transferCodes.faucet,
+                    user_data: null,
+                  },
+                ],
+                now_ms: Date.now(),
               },
-            ],
-            now_ms: Date.now(),
-          },
-          {
-            ...context,
-            // A retry replays in the ledger (same key, same body) and then reads the balance afresh,
-            // so no response is stored: the balance of a replay is today's, not yesterday's.
-            ...(ticket === undefined
-              ? {}
-              : { idempotency_key: `api:${ticket.idempotency_key}`, fingerprint: ticket.fingerprint }),
-          },
+              {
+                ...context,
+                // A retry replays in the ledger (same key, same body) and then reads the balance afresh,
+                // so no response is stored: the balance of a replay is today's, not yesterday's.
+                ...(ticket === undefined
+                  ? {}
+                  : { idempotency_key: `api:${ticket.idempotency_key}`, fingerprint: ticket.fingerprint }),
+              },
+            ),
         ),
       ),
     )

@@ -16,6 +16,7 @@ import { simulateEvent } from "../../webhooks/simulate.ts"
 import {
   createWebhook,
   deleteWebhook,
+  getDelivery,
   getWebhook,
   listDeliveries,
   listWebhooks,
@@ -26,7 +27,7 @@ import {
 } from "../../webhooks/store.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
 import { badRequest, notFound } from "../errors.ts"
-import { idempotent, storedResponse } from "../idempotency.ts"
+import { idempotent, storeAfterwards, storedResponse } from "../idempotency.ts"
 import { db, parseLimit, requireSandbox, respond } from "./common.ts"
 import { faucetResponse } from "./wallets.ts"
 
@@ -246,11 +247,22 @@ export const WebhooksHandlers = HttpApiBuilder.group(PlatformApi, "webhooks", (h
           Effect.gen(function* () {
             const caller = yield* CurrentCaller
             const platform = yield* Platform
-            const delivery = yield* db(() => platform.redeliver(scopeOf(caller), params.delivery_id))
-            if (delivery === undefined || delivery.webhook_id !== params.webhook_id) {
-              return yield* notFound("delivery", params.delivery_id, "delivery_id")
-            }
-            return deliveryView(delivery)
+            const owned = yield* db(() => getWebhook(platform.pool, scopeOf(caller), params.webhook_id))
+            if (owned === undefined) return yield* notFound("webhook", params.webhook_id, "webhook_id")
+            return yield* idempotent(caller, `webhooks.redeliver.${params.delivery_id}`, {}, (ticket) =>
+              Effect.gen(function* () {
+                const existing = yield* db(() =>
+                  getDelivery(platform.pool, scopeOf(caller), params.delivery_id),
+                )
+                if (existing === undefined || existing.webhook_id !== params.webhook_id) {
+                  return yield* notFound("delivery", params.delivery_id, "delivery_id")
+                }
+                const delivery = yield* db(() => platform.redeliver(scopeOf(caller), params.delivery_id))
+                if (delivery === undefined)
+                  return yield* notFound("delivery", params.delivery_id, "delivery_id")
+                return yield* storeAfterwards(ticket, 202)(deliveryView(delivery))
+              }),
+            )
           }),
         ),
       ),
@@ -261,6 +273,15 @@ export const SandboxHandlers = HttpApiBuilder.group(PlatformApi, "sandbox", (han
   Effect.succeed(
     handlers
       .handle("faucet", ({ payload }) => respond(faucetResponse(payload)))
-      .handle("simulateWebhook", ({ payload }) => respond(simulate(payload))),
+      .handle("simulateWebhook", ({ payload }) =>
+        respond(
+          Effect.gen(function* () {
+            const caller = yield* CurrentCaller
+            return yield* idempotent(caller, "webhooks.simulate", payload, (ticket) =>
+              Effect.flatMap(simulate(payload), storeAfterwards(ticket, 202)),
+            )
+          }),
+        ),
+      ),
   ),
 )

@@ -1,0 +1,525 @@
+// Proves who may do what through the Platform API, over HTTP against the real platform process:
+// tenants never see or touch each other's resources and never share a rate limit; API keys are
+// scoped, rotate with a grace period and revoke at once; production credentials need a verified
+// tenant and a production ledger that shares nothing with the sandbox; lists page by cursor.
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import type {
+  ApiKey,
+  Balance,
+  Identity,
+  NewApiKey,
+  Tenant,
+  Transaction,
+  Wallet,
+  Webhook,
+} from "../../src/http/api.ts"
+import { expectError, expectOk, requestIdOf } from "../support/api-expect.ts"
+import {
+  type ApiClient,
+  type ApiResponse,
+  apiClient,
+  type Credentials,
+  type RunningPlatform,
+  registerTenant,
+  startPlatform,
+} from "../support/platform-process.ts"
+
+type WalletView = typeof Wallet.Type
+type BalanceView = typeof Balance.Type
+type IdentityView = typeof Identity.Type
+type TransactionView = typeof Transaction.Type
+type WebhookView = typeof Webhook.Type
+type KeyView = typeof ApiKey.Type
+type NewKeyView = typeof NewApiKey.Type
+type TenantView = typeof Tenant.Type
+interface Page<T> {
+  readonly data: ReadonlyArray<T>
+  readonly has_more: boolean
+  readonly next_cursor: string | null
+}
+
+let platform: RunningPlatform
+beforeAll(async () => {
+  platform = await startPlatform()
+})
+afterAll(async () => {
+  await platform?.stop()
+})
+
+const createWallet = async (api: ApiClient, chain: string, external_id: string) =>
+  expectOk(await api.post<WalletView>("/api/v1/wallets", { external_id, label: external_id, chain }), 201)
+
+const fund = async (api: ApiClient, wallet_id: string, amount: string) =>
+  expectOk(await api.post<BalanceView>("/api/v1/sandbox/faucet", { wallet_id, token: "USDC", amount }))
+
+const usdcOf = async (api: ApiClient, wallet_id: string) => {
+  const tokens = expectOk(await api.get<BalanceView>(`/api/v1/wallets/${wallet_id}/balance`)).tokens
+  const usdc = tokens.find((t) => t.token === "USDC")
+  return { amount: usdc?.amount, reserved: usdc?.reserved }
+}
+
+const createKey = async (api: ApiClient, body: Record<string, unknown>) =>
+  expectOk(await api.post<NewKeyView>("/api/v1/api-keys", body), 201)
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+// --- 4. tenant isolation ----------------------------------------------------------------------
+
+describe("tenant isolation", () => {
+  let a: { client: ApiClient; credentials: Credentials }
+  let b: { client: ApiClient; credentials: Credentials }
+
+  beforeAll(async () => {
+    a = await registerTenant(platform.url, "basic")
+    b = await registerTenant(platform.url, "basic")
+  })
+
+  it("answers 404 to tenant B for every resource of tenant A, never lists A's items to B, and leaves A's resources untouched", async () => {
+    const payer = await createWallet(a.client, "ethereum", "a-payer")
+    const payee = await createWallet(a.client, "ethereum", "a-payee")
+    await fund(a.client, payer.wallet_id, "100")
+    const identity = expectOk(
+      await a.client.post<IdentityView>("/api/v1/identities", {
+        wallet_id: payee.wallet_id,
+        kind: "email",
+        value: "a-payee@example.com",
+      }),
+      201,
+    )
+    const paid = expectOk(
+      await a.client.post<TransactionView>("/api/social-payments/pay", {
+        recipient: "a-payee@example.com",
+        amount: "10",
+        token: "USDC",
+      }),
+    )
+    const hook = expectOk(
+      await a.client.post<WebhookView>("/api/v1/webhooks", {
+        url: "http://127.0.0.1:9/a",
+        events: ["wallet.created"],
+        secret: "a-secret-0123456789",
+      }),
+      201,
+    )
+    const own = await createWallet(b.client, "ethereum", "b-wallet")
+    await fund(b.client, own.wallet_id, "100")
+
+    const attempts: ReadonlyArray<readonly [string, () => Promise<ApiResponse>, string]> = [
+      ["get wallet", () => b.client.get(`/api/v1/wallets/${payer.wallet_id}`), "wallet_not_found"],
+      ["balance", () => b.client.get(`/api/v1/wallets/${payer.wallet_id}/balance`), "wallet_not_found"],
+      ["make default", () => b.client.post(`/api/v1/wallets/${payer.wallet_id}/default`), "wallet_not_found"],
+      [
+        "get identity",
+        () => b.client.get(`/api/v1/identities/${identity.identity_id}`),
+        "identity_not_found",
+      ],
+      ["unlink", () => b.client.delete(`/api/v1/identities/${identity.identity_id}`), "identity_not_found"],
+      [
+        "link to A's wallet",
+        () =>
+          b.client.post("/api/v1/identities", {
+            wallet_id: payee.wallet_id,
+            kind: "email",
+            value: "b@example.com",
+          }),
+        "wallet_not_found",
+      ],
+      [
+        "get transaction",
+        () => b.client.get(`/api/v1/transactions/${paid.transaction_id}`),
+        "transaction_not_found",
+      ],
+      [
+        "transactions of A's wallet",
+        () => b.client.get(`/api/v1/transactions?wallet_id=${payer.wallet_id}`),
+        "wallet_not_found",
+      ],
+      [
+        "identities of A's wallet",
+        () => b.client.get(`/api/v1/identities?wallet_id=${payee.wallet_id}`),
+        "wallet_not_found",
+      ],
+      ["get webhook", () => b.client.get(`/api/v1/webhooks/${hook.webhook_id}`), "webhook_not_found"],
+      [
+        "update webhook",
+        () => b.client.patch(`/api/v1/webhooks/${hook.webhook_id}`, { enabled: false }),
+        "webhook_not_found",
+      ],
+      ["delete webhook", () => b.client.delete(`/api/v1/webhooks/${hook.webhook_id}`), "webhook_not_found"],
+      [
+        "deliveries",
+        () => b.client.get(`/api/v1/webhooks/${hook.webhook_id}/deliveries`),
+        "webhook_not_found",
+      ],
+      [
+        "simulate to A's webhook",
+        () =>
+          b.client.post("/api/v1/sandbox/webhooks/simulate", {
+            event_type: "wallet.created",
+            webhook_id: hook.webhook_id,
+          }),
+        "webhook_not_found",
+      ],
+      [
+        "faucet to A's wallet",
+        () =>
+          b.client.post("/api/v1/sandbox/faucet", { wallet_id: payer.wallet_id, token: "USDC", amount: "5" }),
+        "wallet_not_found",
+      ],
+      [
+        "pay from A's wallet",
+        () =>
+          b.client.post("/api/social-payments/pay", {
+            recipient: "+14155550199",
+            amount: "1",
+            token: "USDC",
+            from_wallet: payer.wallet_id,
+          }),
+        "wallet_not_found",
+      ],
+    ]
+    for (const [what, attempt, code] of attempts) {
+      const response = await attempt()
+      expect({ what, status: response.status }).toEqual({ what, status: 404 })
+      expectError(response, 404, code)
+    }
+
+    const lists = ["/api/v1/wallets", "/api/v1/identities", "/api/v1/transactions", "/api/v1/webhooks"]
+    const aIds = [
+      payer.wallet_id,
+      payee.wallet_id,
+      identity.identity_id,
+      paid.transaction_id,
+      hook.webhook_id,
+    ]
+    for (const route of lists) {
+      const text = JSON.stringify(expectOk(await b.client.get(`${route}?limit=100`)))
+      for (const id of aIds) expect(text, `${route} of B`).not.toContain(id)
+    }
+    expect(
+      expectOk(await b.client.get<Page<WalletView>>("/api/v1/wallets")).data.map((w) => w.wallet_id),
+    ).toEqual([own.wallet_id])
+
+    // A's resources are as they were.
+    expect(await usdcOf(a.client, payer.wallet_id)).toEqual({ amount: "89.97", reserved: "0.00" })
+    expect(await usdcOf(a.client, payee.wallet_id)).toEqual({ amount: "10.00", reserved: "0.00" })
+    expect(await usdcOf(b.client, own.wallet_id)).toEqual({ amount: "100.00", reserved: "0.00" })
+    expect(
+      expectOk(await a.client.get<IdentityView>(`/api/v1/identities/${identity.identity_id}`)).status,
+    ).toBe("linked")
+    expect(expectOk(await a.client.get<WebhookView>(`/api/v1/webhooks/${hook.webhook_id}`)).enabled).toBe(
+      true,
+    )
+    expect(expectOk(await a.client.get<WalletView>(`/api/v1/wallets/${payer.wallet_id}`)).is_default).toBe(
+      true,
+    )
+  })
+
+  it("refuses B's key presented with A's X-Tenant-Id with 401", async () => {
+    const crossed = apiClient(platform.url, {
+      tenant_id: a.credentials.tenant_id,
+      api_key: b.credentials.api_key,
+    })
+    expectError(await crossed.get("/api/v1/wallets"), 401, "invalid_api_key")
+    expectError(await crossed.get("/api/v1/tenant"), 401, "invalid_api_key")
+  })
+
+  it("throttles tenant A with 429 rate_limited and Retry-After while B, on the same plan at the same time, is never throttled", async () => {
+    // basic: 100/s per tenant (burst 200), 50/s per key (burst 100). Three keys of A can offer 300
+    // requests at once, so the tenant's bucket is what refuses them.
+    const aKeys = [
+      a.client,
+      ...(await Promise.all(
+        [1, 2].map(async (n) => {
+          const key = await createKey(a.client, { name: `burst-${n}` })
+          return apiClient(platform.url, { tenant_id: a.credentials.tenant_id, api_key: key.api_key })
+        }),
+      )),
+    ]
+    await sleep(2_100) // every bucket refills to its burst
+    const started_ms = Date.now()
+    const [aResponses, bResponses] = await Promise.all([
+      Promise.all(Array.from({ length: 450 }, (_, i) => aKeys[i % 3]?.get("/api/v1/wallets?limit=1"))),
+      Promise.all(Array.from({ length: 60 }, () => b.client.get("/api/v1/wallets?limit=1"))),
+    ])
+    const elapsed_s = (Date.now() - started_ms) / 1000
+    const aOk = aResponses.filter((r) => r?.status === 200).length
+    const limited = aResponses.filter((r) => r?.status === 429)
+    expect(aOk + limited.length).toBe(450)
+    expect(limited.length).toBeGreaterThan(0)
+    // No more than the tenant's burst plus what refilled meanwhile.
+    expect(aOk).toBeGreaterThanOrEqual(200)
+    expect(aOk).toBeLessThanOrEqual(200 + Math.ceil(elapsed_s * 100))
+    for (const response of limited) {
+      if (response === undefined) continue
+      const error = expectError(response, 429, "rate_limited")
+      expect(error.type).toBe("rate_limit_error")
+      expect(response.headers.get("retry-after")).toMatch(/^[1-9][0-9]*$/)
+    }
+    expect(bResponses.map((r) => r.status)).toEqual(Array(60).fill(200))
+    for (const response of bResponses) requestIdOf(response)
+
+    const retry_after_s = Number(limited[0]?.headers.get("retry-after"))
+    await sleep(retry_after_s * 1000)
+    expectOk(await a.client.get("/api/v1/wallets?limit=1"))
+  })
+})
+
+// --- 7. API keys ------------------------------------------------------------------------------
+
+describe("API keys", () => {
+  let owner: { client: ApiClient; credentials: Credentials }
+  const as = (api_key: string) => apiClient(platform.url, { tenant_id: owner.credentials.tenant_id, api_key })
+
+  beforeAll(async () => {
+    owner = await registerTenant(platform.url)
+  })
+
+  it("limits a key to its scopes: outside them every endpoint is 403 insufficient_scope", async () => {
+    const key = await createKey(owner.client, { scopes: ["wallets:read"], name: "reader" })
+    expect(key).toMatchObject({
+      environment: "sandbox",
+      scopes: ["wallets:read"],
+      name: "reader",
+      status: "active",
+      expires_at: null,
+      revoked_at: null,
+    })
+    expect(key.api_key).toMatch(/^sk_sandbox_[A-Za-z0-9_-]{43}$/)
+    const reader = as(key.api_key)
+    expectOk(await reader.get("/api/v1/wallets"))
+    expectError(
+      await reader.post("/api/v1/wallets", { external_id: "x", label: "x", chain: "ethereum" }),
+      403,
+      "insufficient_scope",
+    )
+    expectError(await reader.get("/api/v1/transactions"), 403, "insufficient_scope")
+    expectError(
+      await reader.post("/api/social-payments/pay", { recipient: "+14155550100", amount: 1, token: "USDC" }),
+      403,
+      "insufficient_scope",
+    )
+    expectError(await reader.get("/api/v1/api-keys"), 403, "insufficient_scope")
+    expectError(await reader.post("/api/v1/api-keys", {}), 403, "insufficient_scope")
+    expectError(await reader.get("/api/v1/tenant"), 403, "insufficient_scope")
+    expectError(await reader.get("/api/v1/webhooks"), 403, "insufficient_scope")
+    expectError(
+      await owner.client.post("/api/v1/api-keys", { scopes: ["wallets:fly"] }),
+      400,
+      "invalid_scope",
+    )
+  })
+
+  it("rotates a key: the new key works, the old one too for its 2-second grace period, then 401 api_key_expired", async () => {
+    const old = await createKey(owner.client, { name: "rotating" })
+    const rotated = expectOk(
+      await owner.client.post<{ new_key: NewKeyView; old_key: KeyView }>(
+        `/api/v1/api-keys/${old.key_id}/rotate`,
+        {
+          grace_period_seconds: 2,
+        },
+      ),
+    )
+    const rotated_ms = Date.now()
+    expect(rotated.old_key).toMatchObject({ key_id: old.key_id, status: "expiring" })
+    // The grace period runs from the rotation (two clocks of one machine: allow a second's skew).
+    expect(Math.abs(Date.parse(rotated.old_key.expires_at ?? "") - (rotated_ms + 2_000))).toBeLessThan(1_000)
+    expect(rotated.new_key).toMatchObject({ name: "rotating", scopes: old.scopes, status: "active" })
+    expect(rotated.new_key.api_key).not.toBe(old.api_key)
+
+    expectOk(await as(rotated.new_key.api_key).get("/api/v1/wallets"))
+    expectOk(await as(old.api_key).get("/api/v1/wallets"))
+    await sleep(Math.max(0, rotated_ms + 3_000 - Date.now()))
+    expectError(await as(old.api_key).get("/api/v1/wallets"), 401, "api_key_expired")
+    expectOk(await as(rotated.new_key.api_key).get("/api/v1/wallets"))
+    const listed = expectOk(await owner.client.get<{ data: ReadonlyArray<KeyView> }>("/api/v1/api-keys")).data
+    expect(listed.find((k) => k.key_id === old.key_id)?.status).toBe("expired")
+    expect(JSON.stringify(listed)).not.toContain(old.api_key)
+  })
+
+  it("revokes a key at once: its next request is 401 api_key_revoked", async () => {
+    const key = await createKey(owner.client, { name: "doomed" })
+    const doomed = as(key.api_key)
+    expectOk(await doomed.get("/api/v1/wallets"))
+    const revoked = expectOk(await owner.client.post<KeyView>(`/api/v1/api-keys/${key.key_id}/revoke`))
+    expect(revoked).toMatchObject({ key_id: key.key_id, status: "revoked" })
+    expect(revoked.revoked_at).not.toBeNull()
+    expectError(await doomed.get("/api/v1/wallets"), 401, "api_key_revoked")
+    expectError(await doomed.post("/api/v1/api-keys", {}), 401, "api_key_revoked")
+  })
+
+  it("puts X-Request-Id on every response, echoing a client's own", async () => {
+    const echoed = await owner.client.get("/api/v1/wallets", { "x-request-id": "client-trace-0001" })
+    expect(requestIdOf(echoed)).toBe("client-trace-0001")
+    const responses = [
+      await owner.client.get("/api/v1/wallets"),
+      await apiClient(platform.url).get("/health"),
+      await apiClient(platform.url).get("/api/v1/wallets"),
+      await owner.client.get("/api/v1/wallets/wal_00000000000000000000000000000000"),
+    ]
+    expect(responses.map((r) => r.status)).toEqual([200, 200, 401, 404])
+    const ids = responses.map(requestIdOf)
+    expect(new Set(ids).size).toBe(ids.length)
+  })
+})
+
+// --- 8. KYC and environments ------------------------------------------------------------------
+
+describe("verification and the production environment", () => {
+  it("grants production keys (sk_live_) only to a verified tenant, whose production ledger, wallets and webhooks share nothing with the sandbox", async () => {
+    const { client: sandbox, credentials } = await registerTenant(platform.url)
+    const tenant = expectOk(await sandbox.get<TenantView>("/api/v1/tenant"))
+    expect(tenant.verification).toEqual({
+      status: "unverified",
+      kyc_level: 0,
+      reason: null,
+      decided_at: null,
+    })
+    expectError(
+      await sandbox.post("/api/v1/api-keys", { environment: "production" }),
+      403,
+      "tenant_not_verified",
+    )
+
+    const submission = {
+      legal_name: "Acme Payments GmbH",
+      registration_number: "HRB 10000",
+      country: "DE",
+      representative: { name: "Ada Example", country: "DE" },
+    }
+    const rejected = expectOk(await sandbox.post<TenantView>("/api/v1/tenant/verification", submission))
+    expect(rejected.verification).toMatchObject({
+      status: "rejected",
+      kyc_level: 0,
+      reason: "registry_mismatch",
+    })
+    expectError(
+      await sandbox.post("/api/v1/api-keys", { environment: "production" }),
+      403,
+      "tenant_not_verified",
+    )
+    const verified = expectOk(
+      await sandbox.post<TenantView>("/api/v1/tenant/verification", {
+        ...submission,
+        registration_number: "HRB 12345",
+      }),
+    )
+    expect(verified.verification).toMatchObject({ status: "verified", kyc_level: 2, reason: null })
+
+    const key = await createKey(sandbox, { environment: "production" })
+    expect(key.api_key).toMatch(/^sk_live_/)
+    expect(key).toMatchObject({ environment: "production", status: "active" })
+    const production = apiClient(platform.url, { tenant_id: credentials.tenant_id, api_key: key.api_key })
+    expect(expectOk(await production.get<TenantView>("/api/v1/tenant")).environment).toBe("production")
+
+    const test = await createWallet(sandbox, "ethereum", "same-user")
+    await fund(sandbox, test.wallet_id, "100")
+    const live = await createWallet(production, "ethereum", "same-user")
+    expect(live.is_default).toBe(true)
+    expect(live.address).not.toBe(test.address)
+
+    expectError(
+      await production.post("/api/v1/sandbox/faucet", {
+        wallet_id: live.wallet_id,
+        token: "USDC",
+        amount: "5",
+      }),
+      403,
+      "sandbox_only",
+    )
+    expectError(
+      await production.post("/api/v1/sandbox/webhooks/simulate", { event_type: "wallet.created" }),
+      403,
+      "sandbox_only",
+    )
+    const hook = { events: ["identity.linked"], secret: "live-secret-0123456789" }
+    expect(
+      expectError(
+        await production.post("/api/v1/webhooks", { ...hook, url: "http://example.com/hooks" }),
+        400,
+        "invalid_url",
+      ).param,
+    ).toBe("url")
+    const secure = expectOk(
+      await production.post<WebhookView>("/api/v1/webhooks", { ...hook, url: "https://example.com/hooks" }),
+      201,
+    )
+    expect(secure.environment).toBe("production")
+    expectError(await sandbox.get(`/api/v1/webhooks/${secure.webhook_id}`), 404, "webhook_not_found")
+
+    // Each environment sees only its own wallets; the sandbox's money never reaches production.
+    expectError(await production.get(`/api/v1/wallets/${test.wallet_id}`), 404, "wallet_not_found")
+    expectError(await production.get(`/api/v1/wallets/${test.wallet_id}/balance`), 404, "wallet_not_found")
+    expectError(await sandbox.get(`/api/v1/wallets/${live.wallet_id}`), 404, "wallet_not_found")
+    const paySandboxWallet = {
+      recipient: "+14155550100",
+      amount: "1",
+      token: "USDC",
+      from_wallet: test.wallet_id,
+    }
+    expectError(await production.post("/api/social-payments/pay", paySandboxWallet), 404, "wallet_not_found")
+    expectError(
+      await production.post("/api/social-payments/pay", {
+        recipient: "+14155550100",
+        amount: "1",
+        token: "USDC",
+      }),
+      422,
+      "insufficient_funds",
+    )
+    expect(await usdcOf(production, live.wallet_id)).toEqual({ amount: "0.00", reserved: "0.00" })
+    expect(await usdcOf(sandbox, test.wallet_id)).toEqual({ amount: "100.00", reserved: "0.00" })
+    const ids = async (api: ApiClient) =>
+      expectOk(await api.get<Page<WalletView>>("/api/v1/wallets")).data.map((w) => w.wallet_id)
+    expect(await ids(production)).toEqual([live.wallet_id])
+    expect(await ids(sandbox)).toEqual([test.wallet_id])
+    const environments = expectOk(
+      await sandbox.get<{ data: ReadonlyArray<KeyView> }>("/api/v1/api-keys"),
+    ).data.map((k) => k.environment)
+    expect(environments.sort()).toEqual(["production", "sandbox"])
+  })
+})
+
+// --- 9. lists ---------------------------------------------------------------------------------
+
+describe("lists", () => {
+  it("pages wallets by cursor (limit, starting_after, has_more, next_cursor) and refuses limit 0 and 101 with 400", async () => {
+    const { client } = await registerTenant(platform.url)
+    const chains = ["ethereum", "solana", "polygon", "bsc", "ethereum"]
+    const created: Array<WalletView> = []
+    for (const [i, chain] of chains.entries()) created.push(await createWallet(client, chain, `user-${i}`))
+    const expected = created.map((w) => w.wallet_id).sort()
+
+    const pages: Array<Page<WalletView>> = []
+    let cursor: string | null = null
+    do {
+      const query: string = cursor === null ? "limit=2" : `limit=2&starting_after=${cursor}`
+      const page: Page<WalletView> = expectOk(await client.get<Page<WalletView>>(`/api/v1/wallets?${query}`))
+      pages.push(page)
+      cursor = page.next_cursor
+    } while (cursor !== null && pages.length < 10)
+    expect(pages.map((p) => [p.data.length, p.has_more, p.next_cursor])).toEqual([
+      [2, true, expected[1]],
+      [2, true, expected[3]],
+      [1, false, null],
+    ])
+    expect(pages.flatMap((p) => p.data.map((w) => w.wallet_id))).toEqual(expected)
+    const all = expectOk(await client.get<Page<WalletView>>("/api/v1/wallets"))
+    expect(all).toEqual({
+      data: [...created].sort((x, y) => (x.wallet_id < y.wallet_id ? -1 : 1)),
+      has_more: false,
+      next_cursor: null,
+    })
+    expect(
+      expectOk(await client.get<Page<WalletView>>("/api/v1/wallets?external_id=user-2")).data.map(
+        (w) => w.chain,
+      ),
+    ).toEqual(["polygon"])
+
+    expect(expectError(await client.get("/api/v1/wallets?limit=0"), 400, "invalid_limit").param).toBe("limit")
+    expect(expectError(await client.get("/api/v1/wallets?limit=101"), 400, "invalid_limit").param).toBe(
+      "limit",
+    )
+    expect(expectOk(await client.get<Page<WalletView>>("/api/v1/wallets?limit=100")).data).toHaveLength(5)
+  })
+})

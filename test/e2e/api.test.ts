@@ -1,0 +1,631 @@
+// Proves the Platform API's money paths over HTTP against the real platform process: the whole
+// integration flow (register, wallets with real addresses, faucet, identities, payments with exact
+// 0.3 % half-even fees) and its signed webhooks (verified by a receiver with the platform's own
+// `verifySignature`, a tampered body refused and retried), payments waiting for an identifier
+// (settled on link, released on expiry), refused payments, idempotent retries under concurrency,
+// and no double spend under 50 concurrent payments.
+import { keccak_256 } from "@noble/hashes/sha3.js"
+import { base58 } from "@scure/base"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { ledgerStreamId } from "../../domain/ledger/events.ts"
+import { verifySignature } from "../../domain/webhooks/signature.ts"
+import type { Balance, Identity, Transaction, Wallet, Webhook, WebhookDelivery } from "../../src/http/api.ts"
+import { type ErrorBody, expectError, expectOk } from "../support/api-expect.ts"
+import {
+  type ApiClient,
+  type RunningPlatform,
+  registerTenant,
+  startPlatform,
+} from "../support/platform-process.ts"
+import {
+  type ReceivedWebhook,
+  startWebhookReceiver,
+  type WebhookReceiver,
+} from "../support/webhook-receiver.ts"
+
+type WalletView = typeof Wallet.Type
+type BalanceView = typeof Balance.Type
+type IdentityView = typeof Identity.Type
+type TransactionView = typeof Transaction.Type
+type WebhookView = typeof Webhook.Type
+type DeliveryView = typeof WebhookDelivery.Type
+interface Page<T> {
+  readonly data: ReadonlyArray<T>
+  readonly has_more: boolean
+  readonly next_cursor: string | null
+}
+
+const secret = "whsec_e2e_0123456789abcdef"
+const allEvents = [
+  "payment.completed",
+  "payment.failed",
+  "payment.pending",
+  "wallet.created",
+  "identity.linked",
+]
+/** The receiver alters the body of the first attempt of this order's payment events. */
+const tamperedOrder = "tamper-me"
+
+let platform: RunningPlatform
+let receiver: WebhookReceiver
+let client: ApiClient
+let webhook: WebhookView
+
+beforeAll(async () => {
+  receiver = await startWebhookReceiver(
+    secret,
+    (body, headers) =>
+      (body.data.metadata as Record<string, string> | undefined)?.order_id === tamperedOrder &&
+      headers["x-service-delivery-attempt"] === "1",
+  )
+  // Retries 100-200 ms after a failed attempt, so a refused delivery comes back within the test.
+  platform = await startPlatform({ WEBHOOK_RETRY_BASE_MS: "200" })
+  ;({ client } = await registerTenant(platform.url))
+  webhook = expectOk(
+    await client.post<WebhookView>("/api/v1/webhooks", {
+      url: receiver.url,
+      events: allEvents,
+      secret,
+      description: "e2e receiver",
+    }),
+    201,
+  )
+})
+
+afterAll(async () => {
+  await platform?.stop()
+  await receiver?.close()
+})
+
+// --- helpers ----------------------------------------------------------------------------------
+
+const createWallet = async (api: ApiClient, chain: string, external_id: string) =>
+  expectOk(await api.post<WalletView>("/api/v1/wallets", { external_id, label: external_id, chain }), 201)
+
+const fund = async (api: ApiClient, wallet_id: string, amount: string, token = "USDC") =>
+  expectOk(await api.post<BalanceView>("/api/v1/sandbox/faucet", { wallet_id, token, amount }))
+
+const tokensOf = async (api: ApiClient, wallet_id: string) =>
+  expectOk(await api.get<BalanceView>(`/api/v1/wallets/${wallet_id}/balance`)).tokens
+
+/** A wallet's USDC of `chain`: available amount and reserved. */
+const usdcOf = async (api: ApiClient, wallet_id: string, chain = "ethereum") => {
+  const found = (await tokensOf(api, wallet_id)).find((t) => t.token === "USDC" && t.chain === chain)
+  return found === undefined ? undefined : { amount: found.amount, reserved: found.reserved }
+}
+
+const pay = (api: ApiClient, body: Record<string, unknown>, headers?: Record<string, string>) =>
+  api.post<TransactionView>("/api/social-payments/pay", body, headers)
+
+const link = async (api: ApiClient, wallet_id: string, kind: string, value: string) =>
+  expectOk(await api.post<IdentityView>("/api/v1/identities", { wallet_id, kind, value }), 201)
+
+/** The delivered event of `event_type` about the resource `id` names (e.g. a transaction id). */
+const eventAbout = (event_type: string, key: string, id: string, attempt = "1") =>
+  receiver.waitFor(
+    (r) =>
+      r.body.event_type === event_type &&
+      r.body.data[key] === id &&
+      r.headers["x-service-delivery-attempt"] === attempt,
+  )
+
+/** A delivery as the platform sends it: signed, with its event id and attempt number. */
+const expectSignedDelivery = (delivery: ReceivedWebhook, attempt = "1") => {
+  expect(delivery.status).toBe(200)
+  expect(delivery.headers["x-service-event-id"]).toBe(delivery.body.id)
+  expect(delivery.body.id).toMatch(/^evt_/)
+  expect(delivery.headers["x-service-delivery-attempt"]).toBe(attempt)
+  const header = String(delivery.headers["x-service-signature"])
+  expect(header).toMatch(/^t=\d+,v1=[0-9a-f]{64}$/)
+  const now_s = Math.floor(Date.now() / 1000)
+  expect(verifySignature({ header, body: delivery.raw, secret, now_s })).toEqual({ ok: true })
+  expect(verifySignature({ header, body: delivery.raw, secret: `${secret}x`, now_s }).ok).toBe(false)
+}
+
+/** EIP-55: a hex letter is upper case exactly where keccak-256 of the lower-case hex has a nibble >= 8. */
+const isEip55 = (address: string): boolean => {
+  if (!/^0x[0-9a-fA-F]{40}$/.test(address)) return false
+  const hex = address.slice(2)
+  const hash = Buffer.from(keccak_256(new TextEncoder().encode(hex.toLowerCase()))).toString("hex")
+  return [...hex].every((char, i) =>
+    /[0-9]/.test(char) ? true : Number.parseInt(hash[i] ?? "0", 16) >= 8 === (char === char.toUpperCase()),
+  )
+}
+
+const poll = async <T>(
+  what: string,
+  read: () => Promise<T>,
+  done: (value: T) => boolean,
+  timeout_ms = 10_000,
+) => {
+  const deadline = Date.now() + timeout_ms
+  for (;;) {
+    const value = await read()
+    if (done(value)) return value
+    if (Date.now() > deadline)
+      throw new Error(`${what}: not reached in ${timeout_ms} ms; last ${JSON.stringify(value)}`)
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+}
+
+// --- 1. the integration flow ------------------------------------------------------------------
+
+describe("the integration flow", () => {
+  let ethereum: WalletView
+  let solana: WalletView
+  let phone: IdentityView
+  let firstPayment: TransactionView
+
+  it("creates wallets with real addresses (EIP-55 hex on ethereum, 32-byte base58 on solana) and announces each by a signed wallet.created webhook", async () => {
+    ethereum = await createWallet(client, "ethereum", "alice")
+    solana = await createWallet(client, "solana", "bob")
+    expect(ethereum).toMatchObject({
+      chain: "ethereum",
+      external_id: "alice",
+      label: "alice",
+      is_default: true,
+    })
+    expect(solana).toMatchObject({ chain: "solana", external_id: "bob", is_default: false })
+    expect(ethereum.wallet_id).toMatch(/^wal_[0-9a-f]{32}$/)
+    expect(ethereum.address).toMatch(/^0x[0-9a-fA-F]{40}$/)
+    expect(ethereum.address).not.toBe(ethereum.address.toLowerCase())
+    expect(isEip55(ethereum.address)).toBe(true)
+    // Changing the case of one hex letter breaks the checksum.
+    const at = ethereum.address.slice(2).search(/[a-fA-F]/) + 2
+    const letter = ethereum.address.charAt(at)
+    const swapped = letter === letter.toUpperCase() ? letter.toLowerCase() : letter.toUpperCase()
+    expect(isEip55(`${ethereum.address.slice(0, at)}${swapped}${ethereum.address.slice(at + 1)}`)).toBe(false)
+    expect(solana.address).toMatch(/^[1-9A-HJ-NP-Za-km-z]{32,44}$/)
+    expect(base58.decode(solana.address)).toHaveLength(32)
+
+    for (const wallet of [ethereum, solana]) {
+      const delivery = await eventAbout("wallet.created", "wallet_id", wallet.wallet_id)
+      expectSignedDelivery(delivery)
+      expect(delivery.body.data).toEqual(wallet)
+    }
+    expect(expectOk(await client.get<WalletView>(`/api/v1/wallets/${ethereum.wallet_id}`))).toEqual(ethereum)
+  })
+
+  it("credits test money from the faucet and lists every token of the wallet's chain", async () => {
+    expect(await fund(client, ethereum.wallet_id, "100")).toEqual({
+      wallet_id: ethereum.wallet_id,
+      tokens: [
+        { token: "USDC", amount: "100.00", chain: "ethereum", reserved: "0.00" },
+        { token: "USDT", amount: "0.00", chain: "ethereum", reserved: "0.00" },
+      ],
+    })
+  })
+
+  it("links a phone number normalised to E.164 and announces it by identity.linked", async () => {
+    phone = await link(client, solana.wallet_id, "phone", "+1 (415) 555-0100")
+    expect(phone).toMatchObject({
+      wallet_id: solana.wallet_id,
+      kind: "phone",
+      value: "+14155550100",
+      status: "linked",
+      unlinked_at: null,
+    })
+    const delivery = await eventAbout("identity.linked", "identity_id", phone.identity_id)
+    expectSignedDelivery(delivery)
+    expect(delivery.body.data).toEqual(phone)
+  })
+
+  it("pays the phone 10 USDC with a 0.03 fee, leaves the payer 89.97 and the payee 10.00, and sends payment.completed carrying the whole transaction", async () => {
+    const paid = expectOk(
+      await pay(
+        client,
+        {
+          recipient: "+1 415 555 0100",
+          amount: 10,
+          token: "USDC",
+          note: "lunch",
+          metadata: { order_id: "o-1" },
+        },
+        { "idempotency-key": "order-o-1" },
+      ),
+    )
+    expect(paid).toMatchObject({
+      type: "social_payment",
+      status: "completed",
+      amount: "10.00",
+      fee: "0.03",
+      token: "USDC",
+      chain: "ethereum",
+      recipient: "+14155550100",
+      from_wallet: ethereum.wallet_id,
+      to_wallet: solana.wallet_id,
+      note: "lunch",
+      metadata: { order_id: "o-1" },
+      failure: null,
+      expires_at: null,
+      failed_at: null,
+    })
+    expect(paid.completed_at).toBe(paid.created_at)
+    firstPayment = paid
+    expect(await tokensOf(client, ethereum.wallet_id)).toEqual([
+      { token: "USDC", amount: "89.97", chain: "ethereum", reserved: "0.00" },
+      { token: "USDT", amount: "0.00", chain: "ethereum", reserved: "0.00" },
+    ])
+    // The payee holds the payer's token on the payer's chain, beside its own chain's tokens.
+    expect(await tokensOf(client, solana.wallet_id)).toEqual([
+      { token: "USDC", amount: "10.00", chain: "ethereum", reserved: "0.00" },
+      { token: "USDC", amount: "0.00", chain: "solana", reserved: "0.00" },
+      { token: "USDT", amount: "0.00", chain: "solana", reserved: "0.00" },
+    ])
+    expect(
+      expectOk(await client.get<TransactionView>(`/api/v1/transactions/${paid.transaction_id}`)),
+    ).toEqual(paid)
+
+    const delivery = await eventAbout("payment.completed", "transaction_id", paid.transaction_id)
+    expectSignedDelivery(delivery)
+    expect(delivery.body.data).toEqual(paid)
+    expect(Date.parse(delivery.body.created_at)).toBe(Date.parse(paid.created_at))
+  })
+
+  it("charges 0.3 % rounded half to even in the token's own precision: 0.0165 on 5.5 USDC, and to the wei on 18-decimal bsc USDC", async () => {
+    const small = expectOk(await pay(client, { recipient: "+14155550100", amount: "5.5", token: "USDC" }))
+    expect({ amount: small.amount, fee: small.fee }).toEqual({ amount: "5.50", fee: "0.0165" })
+    expect(await usdcOf(client, ethereum.wallet_id)).toEqual({ amount: "84.4535", reserved: "0.00" })
+
+    const bsc = await createWallet(client, "bsc", "carol")
+    await fund(client, bsc.wallet_id, "10")
+    // 1.0000000000000015 × 0.003 = 0.0030000000000000045: the half goes to the even 4.
+    const wei = expectOk(
+      await pay(client, {
+        recipient: "+14155550100",
+        amount: "1.0000000000000015",
+        token: "USDC",
+        from_wallet: bsc.wallet_id,
+      }),
+    )
+    expect({ amount: wei.amount, fee: wei.fee, chain: wei.chain }).toEqual({
+      amount: "1.0000000000000015",
+      fee: "0.003000000000000004",
+      chain: "bsc",
+    })
+    // 500 wei × 0.003 = 1.5 wei: the half goes to the even 2.
+    const half = expectOk(
+      await pay(client, {
+        recipient: "+14155550100",
+        amount: "0.0000000000000005",
+        token: "USDC",
+        from_wallet: bsc.wallet_id,
+      }),
+    )
+    expect(half.fee).toBe("0.000000000000000002")
+    expect(await usdcOf(client, bsc.wallet_id, "bsc")).toEqual({
+      amount: "8.996999999999997994",
+      reserved: "0.00",
+    })
+    expect(await usdcOf(client, solana.wallet_id, "bsc")).toEqual({
+      amount: "1.000000000000002",
+      reserved: "0.00",
+    })
+    expectError(
+      await pay(client, { recipient: "+14155550100", amount: "5.1234567", token: "USDC" }),
+      400,
+      "too_many_decimals",
+    )
+  })
+
+  it("refuses a delivery whose body was altered (401 from the receiver) and retries it until it verifies, as the deliveries log shows", async () => {
+    const paid = expectOk(
+      await pay(client, {
+        recipient: "+14155550100",
+        amount: 1,
+        token: "USDC",
+        metadata: { order_id: tamperedOrder },
+      }),
+    )
+    const first = await receiver.waitFor(
+      (r) =>
+        r.body.data.transaction_id === paid.transaction_id && r.headers["x-service-delivery-attempt"] === "1",
+    )
+    expect(first.status).toBe(401)
+    const second = await eventAbout("payment.completed", "transaction_id", paid.transaction_id, "2")
+    expectSignedDelivery(second, "2")
+    expect(second.headers["x-service-event-id"]).toBe(first.headers["x-service-event-id"])
+    expect(second.raw.equals(first.raw)).toBe(true)
+    expect(second.body.data).toEqual(paid)
+
+    const delivery = await poll(
+      "the delivery succeeds",
+      async () =>
+        expectOk(
+          await client.get<Page<DeliveryView>>(`/api/v1/webhooks/${webhook.webhook_id}/deliveries?limit=100`),
+        ).data.find((d) => d.event_id === first.body.id),
+      (found) => found?.status === "succeeded",
+    )
+    expect(delivery).toMatchObject({
+      event_type: "payment.completed",
+      webhook_id: webhook.webhook_id,
+      status: "succeeded",
+      attempt_count: 2,
+    })
+    expect(
+      delivery?.attempts.map((a) => [a.attempt, a.response_status, a.response_excerpt, a.error]),
+    ).toEqual([
+      [1, 401, "rejected: no_matching_signature", null],
+      [2, 200, "ok", null],
+    ])
+  })
+
+  it("sends signed sample events from the sandbox simulator, shaped like the real events' data", async () => {
+    const real: ReadonlyArray<readonly [string, object]> = [
+      ["payment.completed", firstPayment],
+      ["wallet.created", ethereum],
+      ["identity.linked", phone],
+    ]
+    for (const [event_type, data] of real) {
+      const sent = expectOk(
+        await client.post<{ event_id: string; event_type: string }>("/api/v1/sandbox/webhooks/simulate", {
+          event_type,
+          webhook_id: webhook.webhook_id,
+        }),
+        202,
+      )
+      expect(sent.event_type).toBe(event_type)
+      const delivery = await receiver.waitFor((r) => r.body.id === sent.event_id)
+      expectSignedDelivery(delivery)
+      expect(delivery.body.event_type).toBe(event_type)
+      expect(delivery.body.data.simulated).toBe(true)
+      expect(Object.keys(delivery.body.data).sort()).toEqual([...Object.keys(data), "simulated"].sort())
+    }
+  })
+})
+
+// --- 2. payments waiting for their recipient --------------------------------------------------
+
+describe("payments to an identifier nobody has linked yet", () => {
+  it("reserves amount + fee while pending, completes on link with the payee credited exactly the amount, and sends payment.pending then payment.completed", async () => {
+    const payer = await createWallet(client, "ethereum", "pending-payer")
+    const payee = await createWallet(client, "solana", "pending-payee")
+    await fund(client, payer.wallet_id, "50")
+
+    const pending = expectOk(
+      await pay(client, {
+        recipient: "Later.Payee@Example.COM",
+        amount: "20",
+        token: "USDC",
+        from_wallet: payer.wallet_id,
+        metadata: { order_id: "o-pending" },
+      }),
+    )
+    expect(pending).toMatchObject({
+      status: "pending",
+      amount: "20.00",
+      fee: "0.06",
+      recipient: "later.payee@example.com",
+      to_wallet: null,
+      completed_at: null,
+    })
+    expect(Date.parse(pending.expires_at ?? "") - Date.parse(pending.created_at)).toBe(7 * 24 * 3600 * 1000)
+    expect(await usdcOf(client, payer.wallet_id)).toEqual({ amount: "29.94", reserved: "20.06" })
+    const announced = await eventAbout("payment.pending", "transaction_id", pending.transaction_id)
+    expectSignedDelivery(announced)
+    expect(announced.body.data).toEqual(pending)
+
+    await link(client, payee.wallet_id, "email", "LATER.payee@example.com")
+    const completed = expectOk(
+      await client.get<TransactionView>(`/api/v1/transactions/${pending.transaction_id}`),
+    )
+    expect(completed).toMatchObject({
+      status: "completed",
+      amount: "20.00",
+      fee: "0.06",
+      to_wallet: payee.wallet_id,
+      failure: null,
+    })
+    expect(completed.completed_at).not.toBeNull()
+    expect(await usdcOf(client, payer.wallet_id)).toEqual({ amount: "29.94", reserved: "0.00" })
+    expect(await usdcOf(client, payee.wallet_id)).toEqual({ amount: "20.00", reserved: "0.00" })
+    const done = await eventAbout("payment.completed", "transaction_id", pending.transaction_id)
+    expectSignedDelivery(done)
+    expect(done.body.data).toEqual(completed)
+  })
+
+  it("releases the reservation exactly when the payment expires unlinked: failed with code expired, and payment.failed", async () => {
+    // A platform whose pending payments lapse after one second; the expiry sweeper runs every second.
+    const quick = await startPlatform({ PAYMENT_PENDING_EXPIRY_SECONDS: "1" })
+    const quickReceiver = await startWebhookReceiver(secret)
+    try {
+      const { client: api } = await registerTenant(quick.url)
+      expectOk(
+        await api.post("/api/v1/webhooks", { url: quickReceiver.url, events: ["payment.failed"], secret }),
+        201,
+      )
+      const payer = await createWallet(api, "ethereum", "expiring-payer")
+      await fund(api, payer.wallet_id, "50")
+      const pending = expectOk(
+        await pay(api, { recipient: "nobody@example.com", amount: "10", token: "USDC" }),
+      )
+      expect(pending.status).toBe("pending")
+      expect(Date.parse(pending.expires_at ?? "") - Date.parse(pending.created_at)).toBe(1000)
+
+      const failed = await poll(
+        "the payment expires",
+        async () =>
+          expectOk(await api.get<TransactionView>(`/api/v1/transactions/${pending.transaction_id}`)),
+        (t) => t.status !== "pending",
+      )
+      expect(failed).toMatchObject({ status: "failed", completed_at: null, to_wallet: null })
+      expect(failed.failure?.code).toBe("expired")
+      expect(Date.parse(failed.failed_at ?? "")).toBeGreaterThanOrEqual(Date.parse(pending.expires_at ?? ""))
+      expect(await usdcOf(api, payer.wallet_id)).toEqual({ amount: "50.00", reserved: "0.00" })
+
+      const delivery = await quickReceiver.waitFor(
+        (r) => r.body.data.transaction_id === pending.transaction_id,
+      )
+      expect(delivery.status).toBe(200)
+      expect(delivery.body.event_type).toBe("payment.failed")
+      expect(delivery.body.data).toEqual(failed)
+
+      // Linking the identifier afterwards completes nothing: the money was released.
+      const late = await createWallet(api, "solana", "late-payee")
+      await link(api, late.wallet_id, "email", "nobody@example.com")
+      expect(
+        expectOk(await api.get<TransactionView>(`/api/v1/transactions/${pending.transaction_id}`)).status,
+      ).toBe("failed")
+      expect(await usdcOf(api, late.wallet_id, "ethereum")).toBeUndefined()
+      expect(await usdcOf(api, payer.wallet_id)).toEqual({ amount: "50.00", reserved: "0.00" })
+    } finally {
+      await quick.stop()
+      await quickReceiver.close()
+    }
+  }, 90_000)
+})
+
+// --- 3. insufficient funds --------------------------------------------------------------------
+
+describe("a payment the payer cannot afford", () => {
+  it("is refused 422 insufficient_funds, recorded as failed with a payment.failed webhook, and moves no money", async () => {
+    const poor = await createWallet(client, "ethereum", "poor")
+    const payee = await createWallet(client, "ethereum", "rich")
+    await link(client, payee.wallet_id, "handle", "@Twitter:Rich_One")
+    await fund(client, poor.wallet_id, "5")
+
+    // 5 USDC would need 5.015 with its fee.
+    const refused = await pay(client, {
+      recipient: "@x:rich_one",
+      amount: "5",
+      token: "USDC",
+      from_wallet: poor.wallet_id,
+      metadata: { order_id: "o-poor" },
+    })
+    const error = expectError(refused, 422, "insufficient_funds")
+    expect(error.type).toBe("business_rule_error")
+    expect(await usdcOf(client, poor.wallet_id)).toEqual({ amount: "5.00", reserved: "0.00" })
+    expect(await usdcOf(client, payee.wallet_id)).toEqual({ amount: "0.00", reserved: "0.00" })
+
+    const delivery = await receiver.waitFor(
+      (r) =>
+        r.body.event_type === "payment.failed" &&
+        (r.body.data.metadata as Record<string, string>).order_id === "o-poor",
+    )
+    expectSignedDelivery(delivery)
+    const failed = delivery.body.data as TransactionView
+    expect(failed).toMatchObject({
+      status: "failed",
+      amount: "5.00",
+      fee: "0.015",
+      from_wallet: poor.wallet_id,
+      to_wallet: payee.wallet_id,
+      recipient: "@x:rich_one",
+      completed_at: null,
+      failure: { code: "insufficient_funds" },
+    })
+    expect(
+      expectOk(await client.get<TransactionView>(`/api/v1/transactions/${failed.transaction_id}`)),
+    ).toEqual(failed)
+    const listed = expectOk(
+      await client.get<Page<TransactionView>>(`/api/v1/transactions?wallet_id=${poor.wallet_id}`),
+    )
+    expect(listed.data.map((t) => [t.transaction_id, t.status])).toEqual([[failed.transaction_id, "failed"]])
+  })
+})
+
+// --- 5. idempotency ---------------------------------------------------------------------------
+
+describe("Idempotency-Key on payments", () => {
+  const payee = "idempotent-payee@example.com"
+  beforeAll(async () => {
+    await link(client, (await createWallet(client, "ethereum", "idempotent-payee")).wallet_id, "email", payee)
+  })
+
+  it("turns 20 concurrent identical payments into one, replays it later with Idempotent-Replayed, and refuses the key for a different body with 409", async () => {
+    const payer = await createWallet(client, "ethereum", "idempotent-payer")
+    await fund(client, payer.wallet_id, "100")
+    const key = `pay-${Date.now()}`
+    const body = { recipient: payee, amount: "10", token: "USDC", from_wallet: payer.wallet_id }
+    const responses = await Promise.all(
+      Array.from({ length: 20 }, () => pay(client, body, { "idempotency-key": key })),
+    )
+    const ids = new Set(responses.map((r) => expectOk(r).transaction_id))
+    expect(ids.size).toBe(1)
+    expect(responses.map((r) => r.body.status)).toEqual(Array(20).fill("completed"))
+
+    const listed = expectOk(
+      await client.get<Page<TransactionView>>(`/api/v1/transactions?wallet_id=${payer.wallet_id}`),
+    )
+    expect(listed.data.map((t) => t.transaction_id)).toEqual([...ids])
+    expect(await usdcOf(client, payer.wallet_id)).toEqual({ amount: "89.97", reserved: "0.00" })
+
+    const replayed = await pay(client, body, { "idempotency-key": key })
+    expect(expectOk(replayed)).toEqual(responses[0]?.body)
+    expect(replayed.headers.get("idempotent-replayed")).toBe("true")
+
+    const reused = await pay(client, { ...body, amount: "11" }, { "idempotency-key": key })
+    expect(expectError(reused, 409, "idempotency_key_reused").type).toBe("idempotency_error")
+    expect(await usdcOf(client, payer.wallet_id)).toEqual({ amount: "89.97", reserved: "0.00" })
+  })
+  it("records a refused payment once when 10 identical requests with one key arrive together: one failed transaction, the same 422 for all", async () => {
+    const payer = await createWallet(client, "ethereum", "idempotent-poor")
+    await fund(client, payer.wallet_id, "1")
+    const key = `refused-${Date.now()}`
+    const body = { recipient: payee, amount: "5", token: "USDC", from_wallet: payer.wallet_id }
+    const responses = await Promise.all(
+      Array.from({ length: 10 }, () => pay(client, body, { "idempotency-key": key })),
+    )
+    // A request that arrives after the first has finished gets its stored answer (body as it was).
+    expect(responses.map((r) => [r.status, (r.body as unknown as ErrorBody).error.code])).toEqual(
+      Array(10).fill([422, "insufficient_funds"]),
+    )
+
+    const listed = expectOk(
+      await client.get<Page<TransactionView>>(`/api/v1/transactions?wallet_id=${payer.wallet_id}`),
+    )
+    expect(listed.data.map((t) => [t.status, t.failure?.code])).toEqual([["failed", "insufficient_funds"]])
+    // The retry gets the stored answer as it was, with the first request's id in its body.
+    const retried = await pay(client, body, { "idempotency-key": key })
+    expect(retried.status).toBe(422)
+    expect(retried.body).toEqual({ error: expect.objectContaining({ code: "insufficient_funds" }) })
+    expect(retried.headers.get("idempotent-replayed")).toBe("true")
+    expect(await usdcOf(client, payer.wallet_id)).toEqual({ amount: "1.00", reserved: "0.00" })
+  })
+})
+
+// --- 6. double spend --------------------------------------------------------------------------
+
+describe("concurrent payments from one wallet", () => {
+  it("lets exactly 10 of 50 concurrent payments through when the wallet affords 10: the balance ends at exactly 0 and fees at exactly 10 × 0.003", async () => {
+    // A tenant of its own, so its fee account holds only these payments' fees.
+    const { client: api, credentials: own } = await registerTenant(platform.url)
+    const payer = await createWallet(api, "ethereum", "spender")
+    const payee = await createWallet(api, "ethereum", "shop")
+    await link(api, payee.wallet_id, "email", "shop@example.com")
+    await fund(api, payer.wallet_id, "10.03") // 10 × (1 + 0.003)
+
+    const responses = await Promise.all(
+      Array.from({ length: 50 }, () =>
+        pay(api, { recipient: "shop@example.com", amount: "1", token: "USDC" }),
+      ),
+    )
+    const ok = responses.filter((r) => r.status === 200)
+    const refused = responses.filter((r) => r.status !== 200)
+    expect(ok).toHaveLength(10)
+    expect(ok.map((r) => [r.body.status, r.body.fee])).toEqual(Array(10).fill(["completed", "0.003"]))
+    expect(refused).toHaveLength(40)
+    for (const response of refused) expectError(response, 422, "insufficient_funds")
+
+    expect(await usdcOf(api, payer.wallet_id)).toEqual({ amount: "0.00", reserved: "0.00" })
+    expect(await usdcOf(api, payee.wallet_id)).toEqual({ amount: "10.00", reserved: "0.00" })
+    const completed = expectOk(
+      await api.get<Page<TransactionView>>(`/api/v1/transactions?status=completed&limit=100`),
+    )
+    expect(completed.data.map((t) => t.transaction_id).sort()).toEqual(
+      ok.map((r) => r.body.transaction_id).sort(),
+    )
+    const failed = expectOk(
+      await api.get<Page<TransactionView>>(`/api/v1/transactions?status=failed&limit=100`),
+    )
+    expect(failed.data).toHaveLength(40)
+
+    // The ledger's fee account (read model, caught up by the balance reads above).
+    const fees = await platform.database.pool.query<{ credits: string; debits: string }>(
+      `select credits_posted::text as credits, debits_posted::text as debits from read_model.ledger_accounts
+        where stream_id = $1 and account_id = 'fees:USDC@ethereum'`,
+      [ledgerStreamId({ tenant: own.tenant_id, environment: "sandbox" })],
+    )
+    expect(fees.rows).toEqual([{ credits: "30000", debits: "0" }])
+  })
+})
