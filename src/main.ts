@@ -26,7 +26,7 @@ import { EventStore } from "./ports/event-store.ts"
 import { startProjection } from "./projections/runner.ts"
 import { startWebhookEngine } from "./webhooks/engine.ts"
 import { retrySchedule } from "./webhooks/retry.ts"
-import { enqueueEvents, redeliver } from "./webhooks/store.ts"
+import { enqueueSubscribedEvents, redeliver } from "./webhooks/store.ts"
 
 const config = readConfig()
 
@@ -84,7 +84,7 @@ const ProjectionsLive = Layer.effectDiscard(
 
 /** The platform's outbox rows carry public views; the webhook engine stores them as JSON objects. */
 const enqueueOutbox: EnqueueEvents = (client, rows) =>
-  enqueueEvents(
+  enqueueSubscribedEvents(
     client,
     rows.map((row) => ({ ...row, data: row.data as JsonObject })),
   )
@@ -102,9 +102,8 @@ const LedgerLive = Layer.effectContext(
     )
     const writer = makeLedgerWriter(store, {
       transaction: {
-        pool,
-        appendWithClient: (client, stream_id, expected, events) =>
-          store.appendWithClient(client, stream_id, expected, events),
+        appendInTransaction: (stream_id, expected, events, work) =>
+          store.appendInTransaction(stream_id, expected, events, work),
         hook: ledgerHook(enqueueOutbox),
       },
     })

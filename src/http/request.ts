@@ -21,7 +21,13 @@ export const request_body_bytes_max = 1_048_576
 
 const requestIdPattern = /^[A-Za-z0-9._:-]{8,128}$/
 
-const newRequestId = () => `req_${randomBytes(12).toString("hex")}`
+/** Request ids: a random prefix per process and a counter, unique without a random draw each. */
+const requestIdPrefix = `req_${randomBytes(6).toString("hex")}`
+let requestCounter = 0
+const newRequestId = () => {
+  requestCounter += 1
+  return `${requestIdPrefix}${requestCounter.toString(16).padStart(12, "0")}`
+}
 
 const formatIssues = SchemaIssue.makeFormatterStandardSchemaV1()
 

@@ -115,16 +115,15 @@ export interface WriterOptions {
   /** Events read per page when loading a ledger. */
   readonly load_page_events?: number
   /**
-   * Appends in an explicit transaction on `pool` (with the store's `appendWithClient`) and runs
-   * `hook` in it before COMMIT. Only the composition root knows the store can do this.
+   * Appends with the store's `appendInTransaction` and runs `hook` in that transaction before
+   * COMMIT. Only the composition root knows the store can do this.
    */
   readonly transaction?: {
-    readonly pool: pg.Pool
-    readonly appendWithClient: (
-      client: pg.PoolClient,
+    readonly appendInTransaction: (
       stream_id: string,
       expected: ExpectedVersion,
       events: ReadonlyArray<NewEvent>,
+      work: (client: pg.PoolClient, appended: AppendResult) => Promise<void>,
     ) => Effect.Effect<AppendResult, WrongExpectedVersion>
     readonly hook: TransactionHook
   }
@@ -408,7 +407,7 @@ export const makeLedgerWriter = (
   }
 
   /** Appends a batch's events; with a transaction hook, in one transaction with what it writes. */
-  const appendBatch = async (
+  const appendBatch = (
     stream_id: string,
     expected: number | "no_stream",
     events: ReadonlyArray<NewEvent>,
@@ -416,15 +415,7 @@ export const makeLedgerWriter = (
   ) => {
     if (transaction === undefined)
       return Effect.runPromise(Effect.result(store.append(stream_id, expected, events)))
-    const client = await transaction.pool.connect()
-    let open = false
-    try {
-      await client.query("begin")
-      open = true
-      const appended = await Effect.runPromise(
-        Effect.result(transaction.appendWithClient(client, stream_id, expected, events)),
-      )
-      if (Result.isFailure(appended)) return appended
+    const work = (client: pg.PoolClient, appended: AppendResult) => {
       const commands: Array<AppendedCommand> = []
       for (const { waiter, outcome } of decided) {
         if (outcome.kind !== "events") continue
@@ -432,17 +423,14 @@ export const makeLedgerWriter = (
           ledger: waiter.ledger,
           command: waiter.command,
           context: waiter.context,
-          events: appended.success.events.slice(outcome.from, outcome.from + outcome.count),
+          events: appended.events.slice(outcome.from, outcome.from + outcome.count),
         })
       }
-      await transaction.hook(client, commands)
-      await client.query("commit")
-      open = false
-      return appended
-    } finally {
-      if (open) await client.query("rollback").catch(() => undefined)
-      client.release()
+      return transaction.hook(client, commands)
     }
+    return Effect.runPromise(
+      Effect.result(transaction.appendInTransaction(stream_id, expected, events, work)),
+    )
   }
 
   /**
@@ -586,7 +574,7 @@ export const makeLedgerWriter = (
           ledger,
           command,
           context,
-          fingerprint: context.fingerprint ?? commandFingerprint(command),
+          fingerprint: context.fingerprint ?? (context.idempotency_key ? commandFingerprint(command) : ""),
           resolve: (result) => resume(Effect.succeed(result)),
           reject: (defect) => resume(Effect.die(defect)),
           conflicts: 0,

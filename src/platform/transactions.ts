@@ -101,11 +101,12 @@ export const fromDb = (row: DbRow): PaymentRow => ({
 /** Inserts payment rows (one statement). */
 export const insertPayments = async (client: pg.PoolClient, rows: ReadonlyArray<PaymentRow>) => {
   if (rows.length === 0) return
-  await client.query(
-    `insert into platform.payments
+  await client.query({
+    name: "payments_insert",
+    text: `insert into platform.payments
      select * from jsonb_populate_recordset(null::platform.payments, $1::jsonb)`,
-    [JSON.stringify(rows)],
-  )
+    values: [JSON.stringify(rows)],
+  })
 }
 
 export const paymentColumns = "p.*"

@@ -302,6 +302,40 @@ export async function enqueueEvents(client: Db, rows: ReadonlyArray<EnqueueEvent
 }
 
 /**
+ * `enqueueEvents` for the platform's hot paths: only the events some endpoint of the tenant
+ * subscribes to at this moment (enabled, not deleted, listing the event type) are written, decided
+ * inside the same statement, so the check and the write see the same committed endpoints. An event
+ * nobody subscribed to when it happened is never delivered anyway; skipping its row spares every
+ * payment of a tenant without webhooks an outbox row and a dispatch.
+ */
+export async function enqueueSubscribedEvents(
+  client: Db,
+  rows: ReadonlyArray<EnqueueEventRow>,
+): Promise<void> {
+  if (rows.length === 0) return
+  await client.query({
+    name: "webhooks_enqueue_subscribed",
+    text: `insert into platform.webhook_events
+       (event_id, tenant_id, environment, event_type, data, created_at, target_webhook_id)
+     select r.* from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::timestamptz[],
+       $7::text[]) as r(event_id, tenant_id, environment, event_type, data, created_at, target_webhook_id)
+     where exists (
+       select 1 from platform.webhooks w
+        where w.tenant_id = r.tenant_id and w.environment = r.environment and w.enabled
+          and w.deleted_at is null and r.event_type = any(w.events))`,
+    values: [
+      rows.map(() => eventId()),
+      rows.map((row) => row.tenant_id),
+      rows.map((row) => row.environment),
+      rows.map((row) => row.event_type),
+      rows.map((row) => JSON.stringify(row.data)),
+      rows.map((row) => row.created_at.toISOString()),
+      rows.map((row) => row.target_webhook_id ?? null),
+    ],
+  })
+}
+
+/**
  * Runs `work` in a transaction: its own when given the pool; the caller's when given a client
  * (which must then be inside one, since the statements belong together).
  */

@@ -259,6 +259,35 @@ describe("event store on PostgreSQL", () => {
       expect(await run(store.readAll())).toEqual([])
     }))
 
+  it("appendInTransaction commits the events with what its work wrote, or neither when the work fails", () =>
+    withStore(async (db, store) => {
+      await db.pool.query("create table side_effects (note text not null)")
+      const appended = await run(
+        store.appendInTransaction("tx", "no_stream", newEvents("tx", 2), async (client, result) => {
+          await client.query("insert into side_effects values ($1)", [`v${result.next_expected_version}`])
+        }),
+      )
+      expect(appended.next_expected_version).toBe(2)
+      const failing = Effect.runPromise(
+        store.appendInTransaction("tx", 2, newEvents("tx-more", 1), async (client) => {
+          await client.query("insert into side_effects values ('never')")
+          throw new Error("work failed")
+        }),
+      )
+      await expect(failing).rejects.toThrow(/work failed/)
+      // The head cache forgot the speculative head: the next append at version 2 chains correctly.
+      await run(store.appendInTransaction("tx", 2, newEvents("tx-last", 1), async () => {}))
+      const notes = await db.pool.query<{ note: string }>("select note from side_effects order by note")
+      expect(notes.rows.map((r) => r.note)).toEqual(["v2"])
+      const events = await run(store.readStream("tx"))
+      expect(events.map((e) => e.stream_version)).toEqual([1, 2, 3])
+      expect(events[2]?.prev_hash).toBe(events[1]?.hash)
+      const wrong = await Effect.runPromiseExit(
+        store.appendInTransaction("tx", 1, newEvents("late", 1), async () => {}),
+      )
+      expect(Exit.isFailure(wrong)).toBe(true)
+    }))
+
   it("recorded_at and uppercase event ids read back exactly as hashed, whatever the session time zone", () =>
     withStore(async (db) => {
       const pool = otherPool(db, 2, "-c TimeZone=America/St_Johns")

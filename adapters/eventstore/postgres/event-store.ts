@@ -72,6 +72,19 @@ export interface PostgresEventStoreExtras {
     expected: ExpectedVersion,
     events: ReadonlyArray<NewEvent>,
   ): Effect.Effect<AppendResult, WrongExpectedVersion>
+  /**
+   * Appends in a transaction of the store's own, runs `work` in it after the events (rows that
+   * must commit with them: an outbox, read models that may never lag), then commits and announces
+   * the append after the commit. Like `append`, it chains on the head it last wrote, so a pipelining
+   * writer needs no read first; if `work` throws, nothing is written and the error is rethrown.
+   * @example store.appendInTransaction("ledger-t1-sandbox", 4, events, (client) => insertOutbox(client))
+   */
+  appendInTransaction(
+    stream_id: string,
+    expected: ExpectedVersion,
+    events: ReadonlyArray<NewEvent>,
+    work: (client: pg.PoolClient, appended: AppendResult) => Promise<void>,
+  ): Effect.Effect<AppendResult, WrongExpectedVersion>
   /** Closes the LISTEN connection and wakes every waiter. The pool stays open: it is the caller's. */
   readonly close: Effect.Effect<void>
 }
@@ -306,6 +319,8 @@ const appendRows = async (
   events: ReadonlyArray<NewEvent>,
   guess: Head | undefined,
   onChained: (head: Head) => void = () => {},
+  /** Where to read the committed version after a lost race (not an aborted transaction). */
+  versionReader: Queryable = client,
 ): Promise<AppendOutcome & { readonly head?: Head }> => {
   let base: Head | undefined =
     expected === "no_stream"
@@ -326,7 +341,7 @@ const appendRows = async (
       outcome = await callAppend(client, channel, stream_id, base, recorded_at, chained)
     } catch (error) {
       if (isLostRace(error))
-        return { _tag: "WrongVersion", actual: await committedVersion(client, stream_id) }
+        return { _tag: "WrongVersion", actual: await committedVersion(versionReader, stream_id) }
       throw error
     }
     if (outcome._tag === "Appended") {
@@ -629,9 +644,59 @@ export const makePostgresEventStore = (
       return outcome
     })
 
+  const appendInTransaction = (
+    stream_id: string,
+    expected: ExpectedVersion,
+    events: ReadonlyArray<NewEvent>,
+    work: (client: pg.PoolClient, appended: AppendResult) => Promise<void>,
+  ) =>
+    toAppendEffect(stream_id, expected, async () => {
+      assertAppendArguments(stream_id, expected, events)
+      const client = await pool.connect()
+      let open = false
+      let healthy = true
+      try {
+        await client.query("begin")
+        open = true
+        const outcome =
+          events.length === 0
+            ? await appendNothing(client, stream_id, expected)
+            : await appendRows(
+                client,
+                null,
+                stream_id,
+                expected,
+                events,
+                heads.get(stream_id),
+                (head) => rememberHead(stream_id, head),
+                pool,
+              )
+        if (outcome._tag !== "Appended") {
+          heads.delete(stream_id)
+          return outcome
+        }
+        await work(client, outcome.result)
+        await client.query("commit")
+        open = false
+        const head: Head | undefined = "head" in outcome ? (outcome.head as Head | undefined) : undefined
+        if (head !== undefined) {
+          if ((heads.get(stream_id)?.version ?? 0) < head.version) rememberHead(stream_id, head)
+          notifier.appended(stream_id)
+        }
+        return outcome
+      } catch (error) {
+        heads.delete(stream_id)
+        throw error
+      } finally {
+        if (open) await client.query("rollback").catch(() => (healthy = false))
+        client.release(healthy ? undefined : true)
+      }
+    })
+
   return {
     append: (stream_id, expected, events) =>
       appendWith(undefined, stream_id, expected, events).pipe(Effect.withSpan("EventStore.append")),
+    appendInTransaction,
     appendWithClient: (client, stream_id, expected, events) =>
       appendWith(client, stream_id, expected, events).pipe(Effect.withSpan("EventStore.appendWithClient")),
     readStream: (stream_id, readOptions = {}) =>

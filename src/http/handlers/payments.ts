@@ -92,13 +92,14 @@ const resolveParties = (caller: Caller, from_wallet: string | undefined, recipie
   Effect.gen(function* () {
     const { pool } = yield* Platform
     const found = yield* db(() =>
-      pool.query<{ default_wallet_id: string | null; to_wallet_id: string | null }>(
-        `select (select default_wallet_id from platform.tenant_environments
+      pool.query<{ default_wallet_id: string | null; to_wallet_id: string | null }>({
+        name: "payments_resolve_parties",
+        text: `select (select default_wallet_id from platform.tenant_environments
                   where tenant_id = $1 and environment = $2) as default_wallet_id,
                 (select wallet_id from platform.identities
                   where tenant_id = $1 and environment = $2 and value = $3 and unlinked_at is null) as to_wallet_id`,
-        [caller.tenant_id, caller.environment, recipient.value],
-      ),
+        values: [caller.tenant_id, caller.environment, recipient.value],
+      }),
     )
     const row = found.rows[0]
     const payer_id = from_wallet ?? row?.default_wallet_id ?? null
