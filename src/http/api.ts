@@ -32,7 +32,7 @@ export const Healthy = Schema.Struct({ status: Schema.Literal("healthy") })
 
 export class Unhealthy extends Schema.TaggedError<Unhealthy>()(
   "Unhealthy",
-  { status: Schema.Literal("unhealthy"), database: Text },
+  { status: Schema.Literal("unhealthy"), database: Schema.String },
   { httpApiStatus: 503 },
 ) {}
 
@@ -58,7 +58,7 @@ const scoped = <E extends Annotatable<E>>(endpoint: E, scope: ApiScope): E =>
 
 // --- Shared shapes ----------------------------------------------------------------------------
 
-const Timestamp = Text
+const Timestamp = Schema.String
 const Amount = Schema.Union([Schema.Number, Text]).annotate({
   description: 'A decimal string ("12.50") or a JSON number; at most the token\'s decimals.',
 })
@@ -66,57 +66,58 @@ const Page = <S extends Schema.Top>(item: S) =>
   Schema.Struct({
     data: Schema.Array(item),
     has_more: Schema.Boolean,
-    next_cursor: Schema.NullOr(Text),
+    next_cursor: Schema.NullOr(Schema.String),
   })
 const ListQuery = { limit: Schema.optional(Text), starting_after: Schema.optional(Text) }
 const Metadata = Schema.Record(Text, Text)
 
+// Responses are built by the platform, not decoded from clients: plain strings, no input checks.
 export const Wallet = Schema.Struct({
-  wallet_id: Text,
-  address: Text,
-  chain: Text,
-  external_id: Text,
-  label: Text,
+  wallet_id: Schema.String,
+  address: Schema.String,
+  chain: Schema.String,
+  external_id: Schema.String,
+  label: Schema.String,
   is_default: Schema.Boolean,
   created_at: Timestamp,
 }).annotate({ identifier: "Wallet" })
 
 export const Balance = Schema.Struct({
-  wallet_id: Text,
+  wallet_id: Schema.String,
   tokens: Schema.Array(
     Schema.Struct({
-      token: Text,
-      amount: Text,
-      chain: Text,
-      reserved: Text,
+      token: Schema.String,
+      amount: Schema.String,
+      chain: Schema.String,
+      reserved: Schema.String,
     }),
   ),
 }).annotate({ identifier: "Balance" })
 
 export const Identity = Schema.Struct({
-  identity_id: Text,
-  wallet_id: Text,
+  identity_id: Schema.String,
+  wallet_id: Schema.String,
   kind: Schema.Literals(["phone", "email", "handle"]),
-  value: Text,
+  value: Schema.String,
   status: Schema.Literals(["linked", "unlinked"]),
   linked_at: Timestamp,
   unlinked_at: Schema.NullOr(Timestamp),
 }).annotate({ identifier: "Identity" })
 
 export const Transaction = Schema.Struct({
-  transaction_id: Text,
+  transaction_id: Schema.String,
   type: Schema.Literal("social_payment"),
   status: Schema.Literals(["pending", "completed", "failed"]),
-  amount: Text,
-  fee: Text,
-  token: Text,
-  chain: Text,
-  recipient: Text,
-  from_wallet: Text,
-  to_wallet: Schema.NullOr(Text),
-  note: Schema.NullOr(Text),
-  metadata: Metadata,
-  failure: Schema.NullOr(Schema.Struct({ code: Text, message: Text })),
+  amount: Schema.String,
+  fee: Schema.String,
+  token: Schema.String,
+  chain: Schema.String,
+  recipient: Schema.String,
+  from_wallet: Schema.String,
+  to_wallet: Schema.NullOr(Schema.String),
+  note: Schema.NullOr(Schema.String),
+  metadata: Schema.Record(Schema.String, Schema.String),
+  failure: Schema.NullOr(Schema.Struct({ code: Schema.String, message: Schema.String })),
   created_at: Timestamp,
   expires_at: Schema.NullOr(Timestamp),
   completed_at: Schema.NullOr(Timestamp),
@@ -124,44 +125,44 @@ export const Transaction = Schema.Struct({
 }).annotate({ identifier: "Transaction" })
 
 export const ApiKey = Schema.Struct({
-  key_id: Text,
+  key_id: Schema.String,
   environment: Schema.Literals(["sandbox", "production"]),
-  prefix: Text,
-  scopes: Schema.Array(Text),
-  name: Schema.NullOr(Text),
+  prefix: Schema.String,
+  scopes: Schema.Array(Schema.String),
+  name: Schema.NullOr(Schema.String),
   created_at: Timestamp,
   expires_at: Schema.NullOr(Timestamp),
   revoked_at: Schema.NullOr(Timestamp),
   status: Schema.Literals(["active", "expiring", "expired", "revoked"]),
 }).annotate({ identifier: "ApiKey" })
 
-export const NewApiKey = Schema.Struct({ ...ApiKey.fields, api_key: Text }).annotate({
+export const NewApiKey = Schema.Struct({ ...ApiKey.fields, api_key: Schema.String }).annotate({
   identifier: "NewApiKey",
 })
 
 export const Tenant = Schema.Struct({
-  tenant_id: Text,
-  email: Text,
-  company_name: Text,
+  tenant_id: Schema.String,
+  email: Schema.String,
+  company_name: Schema.String,
   plan: Schema.Literals(["basic", "professional", "enterprise"]),
   environment: Schema.Literals(["sandbox", "production"]),
   verification: Schema.Struct({
     status: Schema.Literals(["unverified", "verified", "rejected"]),
     kyc_level: Schema.Number,
-    reason: Schema.NullOr(Text),
+    reason: Schema.NullOr(Schema.String),
     decided_at: Schema.NullOr(Timestamp),
   }),
   created_at: Timestamp,
 }).annotate({ identifier: "Tenant" })
 
 export const Webhook = Schema.Struct({
-  webhook_id: Text,
+  webhook_id: Schema.String,
   environment: Schema.Literals(["sandbox", "production"]),
-  url: Text,
-  events: Schema.Array(Text),
+  url: Schema.String,
+  events: Schema.Array(Schema.String),
   enabled: Schema.Boolean,
-  description: Schema.NullOr(Text),
-  secret_last4: Text,
+  description: Schema.NullOr(Schema.String),
+  secret_last4: Schema.String,
   /** While set, deliveries are signed with the old secret too. */
   previous_secret_expires_at: Schema.NullOr(Timestamp),
   created_at: Timestamp,
@@ -169,10 +170,10 @@ export const Webhook = Schema.Struct({
 }).annotate({ identifier: "Webhook" })
 
 export const WebhookDelivery = Schema.Struct({
-  delivery_id: Text,
-  event_id: Text,
-  event_type: Text,
-  webhook_id: Text,
+  delivery_id: Schema.String,
+  event_id: Schema.String,
+  event_type: Schema.String,
+  webhook_id: Schema.String,
   status: Schema.Literals(["pending", "succeeded", "failed"]),
   attempt_count: Schema.Number,
   next_attempt_at: Schema.NullOr(Timestamp),
@@ -183,8 +184,8 @@ export const WebhookDelivery = Schema.Struct({
       started_at: Timestamp,
       latency_ms: Schema.Number,
       response_status: Schema.NullOr(Schema.Number),
-      response_excerpt: Schema.NullOr(Text),
-      error: Schema.NullOr(Text),
+      response_excerpt: Schema.NullOr(Schema.String),
+      error: Schema.NullOr(Schema.String),
     }),
   ),
 }).annotate({ identifier: "WebhookDelivery" })
@@ -204,8 +205,8 @@ export class RegistrationApi extends HttpApiGroup.make("registration", { topLeve
       plan: Text,
     }),
     success: Schema.Struct({
-      tenant_id: Text,
-      api_key: Text,
+      tenant_id: Schema.String,
+      api_key: Schema.String,
       environment: Schema.Literal("sandbox"),
     }).annotate({ httpApiStatus: 201 }),
   }),
@@ -336,8 +337,8 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
       HttpApiEndpoint.post("simulateWebhook", "/api/v1/sandbox/webhooks/simulate", {
         payload: Schema.Struct({ event_type: Text, webhook_id: Schema.optional(Text) }),
         success: Schema.Struct({
-          event_id: Text,
-          event_type: Text,
+          event_id: Schema.String,
+          event_type: Schema.String,
         }).annotate({
           httpApiStatus: 202,
         }),
@@ -481,7 +482,7 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
     scoped(
       HttpApiEndpoint.delete("delete", "/api/v1/webhooks/:webhook_id", {
         params: { webhook_id: Text },
-        success: Schema.Struct({ webhook_id: Text, deleted: Schema.Literal(true) }),
+        success: Schema.Struct({ webhook_id: Schema.String, deleted: Schema.Literal(true) }),
       }),
       "webhooks:write",
     ),
