@@ -43,21 +43,4 @@ export const findStoredResponse = async (
     )
   ).rows[0]
 
-/** Runs `work` in a transaction on `pool`: commits what it wrote, or rolls back if it throws. */
-export const inTransaction = async <A>(
-  pool: pg.Pool,
-  work: (client: pg.PoolClient) => Promise<A>,
-): Promise<A> => {
-  const client = await pool.connect()
-  try {
-    await client.query("begin")
-    const result = await work(client)
-    await client.query("commit")
-    return result
-  } catch (error) {
-    await client.query("rollback").catch(() => undefined)
-    throw error
-  } finally {
-    client.release()
-  }
-}
+export { inTransaction } from "../db/transaction.ts"

@@ -13,10 +13,13 @@ import type { PgBoss } from "pg-boss"
 import { assert } from "../../domain/assert.ts"
 import type { Environment } from "../../domain/platform/scopes.ts"
 import { isWebhookEventType, type JsonObject, type WebhookEventType } from "../../domain/webhooks/events.ts"
+import { inTransaction } from "../db/transaction.ts"
 import { eventId, generateWebhookSecret, webhookId } from "./ids.ts"
 import { sendDeliveryJobs } from "./queue.ts"
 
 export type Db = pg.Pool | pg.PoolClient
+
+export { inTransaction }
 
 export interface TenantScope {
   readonly tenant_id: string
@@ -333,32 +336,6 @@ export async function enqueueSubscribedEvents(
       rows.map((row) => row.target_webhook_id ?? null),
     ],
   })
-}
-
-/**
- * Runs `work` in a transaction: its own when given the pool; the caller's when given a client
- * (which must then be inside one, since the statements belong together).
- */
-export const inTransaction = async <T>(db: Db, work: (client: pg.PoolClient) => Promise<T>): Promise<T> => {
-  if (!("release" in db)) {
-    const client = await db.connect()
-    let healthy = true
-    try {
-      await client.query("begin")
-      const result = await work(client)
-      await client.query("commit")
-      return result
-    } catch (error) {
-      // A connection that cannot even roll back is destroyed rather than pooled.
-      await client.query("rollback").catch(() => {
-        healthy = false
-      })
-      throw error
-    } finally {
-      client.release(healthy ? undefined : true)
-    }
-  }
-  return await work(db)
 }
 
 export type DeliveryStatus = "pending" | "succeeded" | "failed"
