@@ -6,6 +6,17 @@
  * - evm:    m/44'/60'/{tenant_index}'/0/{wallet_index}  BIP-32 secp256k1, EIP-55 hex address
  * - tron:   m/44'/195'/{tenant_index}'/0/{wallet_index} BIP-32 secp256k1, base58check `T...` address
  * - solana: m/44'/501'/{tenant_index}'/{wallet_index}'  SLIP-0010 ed25519, base58 public key
+ * - ton:    m/44'/607'/{tenant_index}'/{wallet_index}'  SLIP-0010 ed25519, wallet v4R2 address
+ *
+ * TON has no single BIP-44 convention: TON's own wallets (Tonkeeper, Tonhub) derive the key from a
+ * TON-specific mnemonic with no path at all, Trust Wallet uses m/44'/607'/0' and Ledger a six-level
+ * path. Custody follows the Solana shape with TON's registered coin type 607, all hardened as
+ * ed25519 requires; the derivation itself is checked against Trust Wallet's published vector.
+ * The address is that of the standard wallet contract v4R2 (wallet id 698983191, the default for
+ * workchain 0) holding the public key, in the user-friendly, URL-safe, non-bounceable form (`UQ...`)
+ * that wallets show for receiving: a transfer to a wallet not yet deployed must not bounce back.
+ * v4R2 rather than v5R1: it is the version every exchange and wallet supports, and a change of
+ * version changes every address, so it is chosen once.
  *
  * The tenant is the BIP-44 account, hardened, so that one tenant's account-level key never reveals
  * another tenant's keys. Every EVM chain shares coin type 60, as wallets do: one tenant's wallet has
@@ -19,13 +30,14 @@ import { keccak_256 } from "@noble/hashes/sha3.js"
 import { bytesToHex, concatBytes, utf8ToBytes } from "@noble/hashes/utils.js"
 import { base58, createBase58check } from "@scure/base"
 import { HDKey } from "@scure/bip32"
+import { Address, beginCell, Cell, contractAddress } from "@ton/core"
 import { assert, assertNever } from "../assert.ts"
 
 /** The EVM chains custody serves; all share one key per wallet. */
 export const evmChains = ["ethereum", "polygon", "bsc", "arbitrum", "optimism", "base", "avalanche"] as const
 export type EvmChain = (typeof evmChains)[number]
-/** Every chain custody derives addresses for. TON joins once its family is added below. */
-export type CustodyChain = EvmChain | "tron" | "solana"
+/** Every chain custody derives addresses for. */
+export type CustodyChain = EvmChain | "tron" | "solana" | "ton"
 
 /**
  * A chain family: the chains that share a curve, a derivation standard, a BIP-44 coin type and an
@@ -36,6 +48,7 @@ export type FamilyScheme =
   | { readonly family: "evm"; readonly curve: "secp256k1"; readonly coin_type: 60 }
   | { readonly family: "tron"; readonly curve: "secp256k1"; readonly coin_type: 195 }
   | { readonly family: "solana"; readonly curve: "ed25519"; readonly coin_type: 501 }
+  | { readonly family: "ton"; readonly curve: "ed25519"; readonly coin_type: 607 }
 export type ChainFamily = FamilyScheme["family"]
 export type Curve = FamilyScheme["curve"]
 
@@ -43,6 +56,7 @@ const schemes: { readonly [F in ChainFamily]: Extract<FamilyScheme, { family: F 
   evm: { family: "evm", curve: "secp256k1", coin_type: 60 },
   tron: { family: "tron", curve: "secp256k1", coin_type: 195 },
   solana: { family: "solana", curve: "ed25519", coin_type: 501 },
+  ton: { family: "ton", curve: "ed25519", coin_type: 607 },
 }
 
 /** A record, not a default branch, so that a new chain cannot fall into a family by accident. */
@@ -56,6 +70,7 @@ const familyOfChain: { readonly [C in CustodyChain]: ChainFamily } = {
   avalanche: "evm",
   tron: "tron",
   solana: "solana",
+  ton: "ton",
 }
 
 /** Which wallet's key: the chain, the tenant's index and the wallet's index within the tenant. */
@@ -167,6 +182,8 @@ export function deriveAddress(seed: Uint8Array, ref: WalletKeyRef): string {
       )
     case "solana":
       return base58.encode(public_key)
+    case "ton":
+      return tonWalletAddress(public_key)
     default:
       return assertNever(family)
   }
@@ -174,8 +191,9 @@ export function deriveAddress(seed: Uint8Array, ref: WalletKeyRef): string {
 
 /**
  * Whether `address` is well formed for `chain`: EVM hex with a valid EIP-55 checksum when mixed case,
- * a base58check Tron address (prefix 0x41, 21 bytes), or the base58 of 32 bytes for Solana. It
- * checks spelling only, not that the account exists.
+ * a base58check Tron address (prefix 0x41, 21 bytes), the base58 of 32 bytes for Solana, or a TON
+ * address on the basechain or masterchain, user-friendly (either base64 alphabet, CRC16 checked) or
+ * raw (`0:<64 hex>`). It checks spelling only, not that the account exists.
  * @example isValidAddress("ethereum", "0x9858EfFD232B4033E47d90003D41EC34EcaEda94") // true
  */
 export function isValidAddress(chain: CustodyChain, address: string): boolean {
@@ -189,6 +207,8 @@ export function isValidAddress(chain: CustodyChain, address: string): boolean {
     }
     case "solana":
       return decodeOrNull(() => base58.decode(address))?.length === 32
+    case "ton":
+      return isValidTonAddress(address)
     default:
       return assertNever(family)
   }
@@ -271,6 +291,55 @@ function isValidEvmAddress(address: string): boolean {
   // One case throughout carries no checksum (EIP-55 keeps such addresses valid).
   if (digits === lower || digits === digits.toUpperCase()) return true
   return checksumEvmAddress(lower) === address
+}
+
+/**
+ * The code cell of the wallet v4R2 contract: the BOC published in @ton/ton (ton-org/ton,
+ * src/wallets/v4/WalletContractV4.ts), which is not a dependency here. Its cell hash is the
+ * well-known v4R2 code hash feb5ff68...9dabd5c0, which the unit tests check.
+ */
+const ton_wallet_v4r2_code = Cell.fromBase64(
+  "te6ccgECFAEAAtQAART/APSkE/S88sgLAQIBIAIDAgFIBAUE+PKDCNcYINMf0x/THwL4I7vyZO1E0NMf0x/T//QE0VFDuvKhUVG68qIF+QFUEGT5EPKj+AAkpMjLH1JAyx9SMMv/UhD0AMntVPgPAdMHIcAAn2xRkyDXSpbTB9QC+wDoMOAhwAHjACHAAuMAAcADkTDjDQOkyMsfEssfy/8QERITAubQAdDTAyFxsJJfBOAi10nBIJJfBOAC0x8hghBwbHVnvSKCEGRzdHK9sJJfBeAD+kAwIPpEAcjKB8v/ydDtRNCBAUDXIfQEMFyBAQj0Cm+hMbOSXwfgBdM/yCWCEHBsdWe6kjgw4w0DghBkc3RyupJfBuMNBgcCASAICQB4AfoA9AQw+CdvIjBQCqEhvvLgUIIQcGx1Z4MesXCAGFAEywUmzxZY+gIZ9ADLaRfLH1Jgyz8gyYBA+wAGAIpQBIEBCPRZMO1E0IEBQNcgyAHPFvQAye1UAXKwjiOCEGRzdHKDHrFwgBhQBcsFUAPPFiP6AhPLassfyz/JgED7AJJfA+ICASAKCwBZvSQrb2omhAgKBrkPoCGEcNQICEekk30pkQzmkD6f+YN4EoAbeBAUiYcVnzGEAgFYDA0AEbjJftRNDXCx+AA9sp37UTQgQFA1yH0BDACyMoHy//J0AGBAQj0Cm+hMYAIBIA4PABmtznaiaEAga5Drhf/AABmvHfaiaEAQa5DrhY/AAG7SB/oA1NQi+QAFyMoHFcv/ydB3dIAYyMsFywIizxZQBfoCFMtrEszMyXP7AMhAFIEBCPRR8qcCAHCBAQjXGPoA0z/IVCBHgQEI9FHyp4IQbm90ZXB0gBjIywXLAlAGzxZQBPoCFMtqEssfyz/Jc/sAAgBsgQEI1xj6ANM/MFIkgQEI9Fnyp4IQZHN0cnB0gBjIywXLAlAFzxZQA/oCE8tqyx8Syz/Jc/sAAAr0AMntVA==",
+)
+/** The wallet id v4R2 wallets use on workchain 0 by default: 698983191 + workchain. */
+const ton_wallet_id = 698_983_191
+const ton_basechain = 0
+const ton_masterchain = -1
+
+/**
+ * The StateInit of a wallet v4R2 contract holding an ed25519 public key: the code above and the
+ * initial data (seqno 0, wallet id, public key, no plugins). Its hash is the wallet's address.
+ * @example tonWalletStateInit(public_key).data.bits.length // 321
+ */
+export function tonWalletStateInit(public_key: Uint8Array): { readonly code: Cell; readonly data: Cell } {
+  assert(public_key.length === 32, "an ed25519 public key is 32 bytes")
+  const data = beginCell()
+    .storeUint(0, 32)
+    .storeUint(ton_wallet_id, 32)
+    .storeBuffer(Buffer.from(public_key))
+    .storeBit(false)
+    .endCell()
+  return { code: ton_wallet_v4r2_code, data }
+}
+
+function tonWalletAddress(public_key: Uint8Array): string {
+  return contractAddress(ton_basechain, tonWalletStateInit(public_key)).toString({
+    urlSafe: true,
+    bounceable: false,
+    testOnly: false,
+  })
+}
+
+function isValidTonAddress(address: string): boolean {
+  let parsed: Address
+  try {
+    if (Address.isRaw(address)) parsed = Address.parseRaw(address)
+    else if (Address.isFriendly(address)) parsed = Address.parseFriendly(address).address
+    else return false
+  } catch {
+    return false
+  }
+  return parsed.workChain === ton_basechain || parsed.workChain === ton_masterchain
 }
 
 function decodeOrNull(decode: () => Uint8Array): Uint8Array | null {

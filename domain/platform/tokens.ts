@@ -1,27 +1,29 @@
 /**
- * The chains wallets live on and the tokens each one carries, with their real on-chain decimals
- * (USDC and USDT use 6 on most chains; their Binance-Peg versions on BNB Smart Chain use 18). A
- * token is an asset of the ledger: `<SYMBOL>@<chain>`.
+ * The chains wallets live on and the tokens each one carries, read from the chain registry
+ * (domain/chains/registry.ts) with their real on-chain decimals (USDC and USDT use 6 on most chains;
+ * their Binance-Peg versions on BNB Smart Chain use 18). A token is an asset of the ledger:
+ * `<SYMBOL>@<chain>`. Not every chain carries both: USDC is absent on TRON and TON, USDT on Base.
  */
+
+import { assert } from "../assert.ts"
+import {
+  type ChainIdentifier,
+  chainIdentifiers,
+  chainToken,
+  type TokenSymbol,
+  tokenSymbols,
+} from "../chains/registry.ts"
 import { type Asset, assetCode } from "../money/asset.ts"
 
-/** Chains a wallet can be created on today; the other six arrive with the chains work. */
-export const walletChains = ["ethereum", "solana", "polygon", "bsc"] as const
-export type WalletChain = (typeof walletChains)[number]
+export { type TokenSymbol, tokenSymbols }
 
-export const tokenSymbols = ["USDC", "USDT"] as const
-export type TokenSymbol = (typeof tokenSymbols)[number]
-
-const decimalsByChain: Readonly<Record<WalletChain, Readonly<Record<TokenSymbol, number>>>> = {
-  ethereum: { USDC: 6, USDT: 6 },
-  solana: { USDC: 6, USDT: 6 },
-  polygon: { USDC: 6, USDT: 6 },
-  bsc: { USDC: 18, USDT: 18 },
-}
+/** Chains a wallet can be created on: every registered chain. */
+export const walletChains = chainIdentifiers
+export type WalletChain = ChainIdentifier
 
 /**
  * True when `chain` is one wallets can be created on.
- * @example isWalletChain("solana") // true
+ * @example isWalletChain("ton") // true
  */
 export function isWalletChain(chain: string): chain is WalletChain {
   return (walletChains as ReadonlyArray<string>).includes(chain)
@@ -36,14 +38,26 @@ export function isTokenSymbol(symbol: string): symbol is TokenSymbol {
 }
 
 /**
- * The ledger asset of `symbol` on `chain`.
+ * The ledger asset of `symbol` on `chain`, or null when the chain does not carry that token.
+ * @example chainTokenAsset("ton", "USDC") // null
+ */
+export function chainTokenAsset(chain: WalletChain, symbol: TokenSymbol): Asset | null {
+  const deployment = chainToken(chain, symbol)
+  if (deployment === null) return null
+  return { code: assetCode(symbol, chain), symbol, chain, decimals: deployment.decimals }
+}
+
+/**
+ * The ledger asset of `symbol` on `chain`, which must carry it (check with `chainTokenAsset` first).
  * @example tokenAsset("bsc", "USDT") // { code: "USDT@bsc", symbol: "USDT", chain: "bsc", decimals: 18 }
  */
 export function tokenAsset(chain: WalletChain, symbol: TokenSymbol): Asset {
-  return { code: assetCode(symbol, chain), symbol, chain, decimals: decimalsByChain[chain][symbol] }
+  const asset = chainTokenAsset(chain, symbol)
+  assert(asset !== null, `${symbol} is not carried on ${chain}`)
+  return asset
 }
 
-/** Every token on `chain`, in a stable order. */
+/** Every token on `chain`, in `tokenSymbols` order. */
 export function chainTokens(chain: WalletChain): ReadonlyArray<Asset> {
-  return tokenSymbols.map((symbol) => tokenAsset(chain, symbol))
+  return tokenSymbols.flatMap((symbol) => chainTokenAsset(chain, symbol) ?? [])
 }

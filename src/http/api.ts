@@ -190,6 +190,30 @@ export const WebhookDelivery = Schema.Struct({
   ),
 }).annotate({ identifier: "WebhookDelivery" })
 
+export const ChainInfo = Schema.Struct({
+  chain: Schema.String,
+  name: Schema.String,
+  family: Schema.Literals(["evm", "solana", "tron", "ton"]),
+  chain_id: Schema.NullOr(Schema.Number),
+  native_token: Schema.Struct({ symbol: Schema.String, decimals: Schema.Number }),
+  confirmations: Schema.Struct({
+    count: Schema.Number,
+    unit: Schema.Literals(["blocks", "slots", "masterchain_blocks"]),
+    reason: Schema.String,
+  }),
+  tokens: Schema.Array(
+    Schema.Struct({
+      token: Schema.String,
+      decimals: Schema.Number,
+      contract_address: Schema.NullOr(Schema.String),
+    }),
+  ),
+  gas: Schema.Null.annotate({
+    description: "Live fee estimate; null until the chain adapters provide one (see gas_status).",
+  }),
+  gas_status: Schema.Literal("unavailable"),
+}).annotate({ identifier: "Chain" })
+
 // --- Groups -----------------------------------------------------------------------------------
 
 export class SystemApi extends HttpApiGroup.make("system", { topLevel: true })
@@ -318,6 +342,24 @@ export class WalletsApi extends HttpApiGroup.make("wallets")
         success: Wallet,
       }),
       "wallets:write",
+    ),
+  )
+  .middleware(Authentication) {}
+
+export class ChainsApi extends HttpApiGroup.make("chains")
+  .add(
+    scoped(
+      HttpApiEndpoint.get("list", "/api/v2/chains", {
+        success: Schema.Struct({ data: Schema.Array(ChainInfo) }),
+      }),
+      "wallets:read",
+    ).annotate(
+      OpenApi.Description,
+      "Requires scope `wallets:read`. The ten chains wallets can be created on, with their family, " +
+        "EIP-155 chain id (null where none exists), native gas token, confirmation policy and the tokens " +
+        "carried in the caller's environment (contract address null where none is deployed, as in the " +
+        "sandbox until the local chains deploy theirs). Live gas fee estimates will come from the chain " +
+        'adapters, which do not exist yet: `gas` is null and `gas_status` is "unavailable" on every chain.',
     ),
   )
   .middleware(Authentication) {}
@@ -514,6 +556,7 @@ export class PlatformApi extends HttpApi.make("platform")
   .add(TenantApi)
   .add(KeysApi)
   .add(WalletsApi)
+  .add(ChainsApi)
   .add(SandboxApi)
   .add(IdentitiesApi)
   .add(PaymentsApi)

@@ -11,6 +11,7 @@ import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
 import { Database } from "../ports/database.ts"
 import { PlatformApi, Unhealthy } from "./api.ts"
 import { AuthenticationLive } from "./auth.ts"
+import { ChainsHandlers } from "./handlers/chains.ts"
 import { IdentitiesHandlers } from "./handlers/identities.ts"
 import { PaymentsHandlers } from "./handlers/payments.ts"
 import { KeysHandlers, RegistrationHandlers, TenantHandlers } from "./handlers/tenants.ts"
@@ -39,6 +40,7 @@ const Handlers = Layer.mergeAll(
   TenantHandlers,
   KeysHandlers,
   WalletsHandlers,
+  ChainsHandlers,
   SandboxHandlers,
   IdentitiesHandlers,
   PaymentsHandlers,

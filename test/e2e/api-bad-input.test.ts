@@ -660,8 +660,8 @@ const walletCases: ReadonlyArray<Case> = (() => {
   return [
     ...bodyShapeCases(create, valid),
     create(
-      "unknown chain arbitrum (not yet allowed)",
-      { ...valid, chain: "arbitrum" },
+      "unknown chain solana-devnet (networks are not chains)",
+      { ...valid, chain: "solana-devnet" },
       refused(400, "unsupported_chain", "chain"),
     ),
     create(

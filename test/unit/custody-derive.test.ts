@@ -1,10 +1,12 @@
 // Proves custody derivation against published vectors (BIP-39 "abandon ... about" addresses as
-// MetaMask, solana-keygen and TronLink show them; SLIP-0010 ed25519 test vector 1; EIP-55 examples),
-// and that address validation accepts exactly the well-formed spellings.
+// MetaMask, solana-keygen and TronLink show them; SLIP-0010 ed25519 test vector 1; EIP-55 examples;
+// Trust Wallet's TON vectors for the wallet v4R2 address), and that address validation accepts
+// exactly the well-formed spellings.
 
 import { inspect } from "node:util"
 import { bytesToHex, hexToBytes } from "@noble/hashes/utils.js"
 import { mnemonicToSeedSync } from "@scure/bip39"
+import { beginCell, Cell, contractAddress } from "@ton/core"
 import { describe, expect, it } from "vitest"
 import { AssertionFailed } from "../../domain/assert.ts"
 import {
@@ -16,6 +18,7 @@ import {
   deriveSlip10Ed25519,
   evmChains,
   isValidAddress,
+  tonWalletStateInit,
   type WalletKeyRef,
 } from "../../domain/custody/derive.ts"
 
@@ -81,11 +84,87 @@ describe("deriveAddress on the BIP-39 'abandon ... about' seed", () => {
   })
 
   it("separates tenants: tenant 1 wallet 0 differs from tenant 0 wallet 0 on every family", () => {
-    for (const chain of ["ethereum", "tron", "solana"] as const) {
+    for (const chain of ["ethereum", "tron", "solana", "ton"] as const) {
       const first = deriveAddress(abandonSeed, { chain, tenant_index: 0, wallet_index: 0 })
       const second = deriveAddress(abandonSeed, { chain, tenant_index: 1, wallet_index: 0 })
       expect(second).not.toBe(first)
     }
+  })
+})
+
+describe("TON wallet v4R2 addresses", () => {
+  it("derives m/44'/607'/{tenant}'/{wallet}' as ed25519 and spells the address UQ...", () => {
+    const ref: WalletKeyRef = { chain: "ton", tenant_index: 0, wallet_index: 0 }
+    expect(derivationPath(ref)).toBe("m/44'/607'/0'/0'")
+    expect(deriveSigningKey(abandonSeed, ref).curve).toBe("ed25519")
+    const address = deriveAddress(abandonSeed, ref)
+    expect(address).toMatch(/^UQ[A-Za-z0-9_-]{46}$/)
+    expect(isValidAddress("ton", address)).toBe(true)
+    // Pinned so that a change of path, wallet version or spelling cannot pass unnoticed.
+    expect(address).toBe("UQA2qqtv2MASYNxCAjSB740ly2JELsh56uWl1rBeH4jWIpOq")
+    expect(deriveAddress(abandonSeed, { ...ref, wallet_index: 1 })).toBe(
+      "UQCCrLKXzYZoP2T07VRucVAyYSBeu3tipZoiFSMUkAHV27vJ",
+    )
+  })
+
+  it("uses the published wallet v4R2 code (cell hash feb5ff68...9dabd5c0)", () => {
+    const { code } = tonWalletStateInit(new Uint8Array(32))
+    expect(code.hash().toString("hex")).toBe(
+      "feb5ff6820e2ff0d9483e7e0d62c817d846789fb4ae580c878866d959dabd5c0",
+    )
+  })
+
+  // wallet-core tests/chains/TheOpenNetwork/TWTONWalletTests.cpp, CreateV4R2StateInit.
+  it("builds the StateInit Trust Wallet publishes for public key f229a937...", () => {
+    const published = Cell.fromBase64(
+      "te6cckECFgEAAwQAAgE0AQIBFP8A9KQT9LzyyAsDAFEAAAAAKamjF/IpqTcfp8IQiz2Q6iLJvnBf9dDP6u6cu5Nm/wFxV5NXQAIBIAQFAgFIBgcE+PKDCNcYINMf0x/THwL4I7vyZO1E0NMf0x/T//QE0VFDuvKhUVG68qIF+QFUEGT5EPKj+AAkpMjLH1JAyx9SMMv/UhD0AMntVPgPAdMHIcAAn2xRkyDXSpbTB9QC+wDoMOAhwAHjACHAAuMAAcADkTDjDQOkyMsfEssfy/8ICQoLAubQAdDTAyFxsJJfBOAi10nBIJJfBOAC0x8hghBwbHVnvSKCEGRzdHK9sJJfBeAD+kAwIPpEAcjKB8v/ydDtRNCBAUDXIfQEMFyBAQj0Cm+hMbOSXwfgBdM/yCWCEHBsdWe6kjgw4w0DghBkc3RyupJfBuMNDA0CASAODwBu0gf6ANTUIvkABcjKBxXL/8nQd3SAGMjLBcsCIs8WUAX6AhTLaxLMzMlz+wDIQBSBAQj0UfKnAgBwgQEI1xj6ANM/yFQgR4EBCPRR8qeCEG5vdGVwdIAYyMsFywJQBs8WUAT6AhTLahLLH8s/yXP7AAIAbIEBCNcY+gDTPzBSJIEBCPRZ8qeCEGRzdHJwdIAYyMsFywJQBc8WUAP6AhPLassfEss/yXP7AAAK9ADJ7VQAeAH6APQEMPgnbyIwUAqhIb7y4FCCEHBsdWeDHrFwgBhQBMsFJs8WWPoCGfQAy2kXyx9SYMs/IMmAQPsABgCKUASBAQj0WTDtRNCBAUDXIMgBzxb0AMntVAFysI4jghBkc3Rygx6xcIAYUAXLBVADzxYj+gITy2rLH8s/yYBA+wCSXwPiAgEgEBEAWb0kK29qJoQICga5D6AhhHDUCAhHpJN9KZEM5pA+n/mDeBKAG3gQFImHFZ8xhAIBWBITABG4yX7UTQ1wsfgAPbKd+1E0IEBQNch9AQwAsjKB8v/ydABgQEI9ApvoTGACASAUFQAZrc52omhAIGuQ64X/wAAZrx32omhAEGuQ64WPwEXtMkg=",
+    )
+    const { code, data } = tonWalletStateInit(
+      hexToBytes("f229a9371fa7c2108b3d90ea22c9be705ff5d0cfeaee9cbb9366ff0171579357"),
+    )
+    // StateInit: no split_depth, no special, code and data present, no library.
+    const state_init = beginCell().storeUint(0b00110, 5).storeRef(code).storeRef(data).endCell()
+    expect(state_init.hash().toString("hex")).toBe(published.hash().toString("hex"))
+  })
+
+  const publicKeyVectors: ReadonlyArray<{
+    public_key: string
+    raw: string
+    /** The non-bounceable spelling, where the source publishes it. */
+    friendly: string | null
+    source: string
+  }> = [
+    {
+      source: "wallet-core TheOpenNetworkAddress.FromPublicKey",
+      public_key: "c2036a1ca901059e1d1ab38cd7a7a4709b5e8f9d85b387f0514d7adae70b6afe",
+      raw: "0:8a8627861a5dd96c9db3ce0807b122da5ed473934ce7568a5b4b1c361cbb28ae",
+      friendly: "UQCKhieGGl3ZbJ2zzggHsSLaXtRzk0znVopbSxw2HLsorhqg",
+    },
+    {
+      source: "a mainnet wallet, published in raw form only",
+      public_key: "72c9ed6b62a6e2eba14a93b90462e7a367777beb8a38fb15b9f33844d22ce2ff",
+      raw: "0:1195e0aa861dee81216752efbcf2425ebbd7e846987b5fab01e9bc5303fdd1b0",
+      friendly: null,
+    },
+  ]
+  for (const { public_key, raw, friendly, source } of publicKeyVectors) {
+    it(`gives ${raw.slice(0, 14)}... for public key ${public_key.slice(0, 8)}... (${source})`, () => {
+      const address = contractAddress(0, tonWalletStateInit(hexToBytes(public_key)))
+      expect(address.toRawString()).toBe(raw)
+      if (friendly !== null) expect(address.toString({ urlSafe: true, bounceable: false })).toBe(friendly)
+    })
+  }
+
+  // wallet-core tests/chains/TheOpenNetwork/TWAnyAddressTests.cpp: Trust Wallet's path m/44'/607'/0'.
+  it("matches Trust Wallet's address for its BIP-39 mnemonic, so the SLIP-0010 keys agree", () => {
+    const seed = mnemonicToSeedSync(
+      "stuff diamond cycle federal scan spread pigeon people engage teach snack grain",
+      "",
+    )
+    const key = deriveSlip10Ed25519(seed, [hardened(44), hardened(607), hardened(0)])
+    expect(contractAddress(0, tonWalletStateInit(key.public_key)).toString({ bounceable: true })).toBe(
+      "EQDYW_1eScJVxtitoBRksvoV9cCYo4uKGWLVNIHB1JqRR3n0",
+    )
   })
 })
 
@@ -302,6 +381,74 @@ describe("isValidAddress", () => {
       why: "_ is not base58",
     },
     { chain: "solana", address: "", valid: false, why: "empty" },
+    // TON: wallet-core's TheOpenNetworkAddress Valid and Invalid cases.
+    {
+      chain: "ton",
+      address: "UQCKhieGGl3ZbJ2zzggHsSLaXtRzk0znVopbSxw2HLsorhqg",
+      valid: true,
+      why: "non-bounceable",
+    },
+    {
+      chain: "ton",
+      address: "EQCKhieGGl3ZbJ2zzggHsSLaXtRzk0znVopbSxw2HLsorkdl",
+      valid: true,
+      why: "bounceable",
+    },
+    {
+      chain: "ton",
+      address: "Ef8JfFPRpHBV_tZpCurvxMJW69nt2js3SuGEWojGnOpCVPRe",
+      valid: true,
+      why: "masterchain",
+    },
+    {
+      chain: "ton",
+      address: "EQCmGW+z+UL00FmnhWaMvJq/i86YY5GlJP3uJW19KC5Tzq4C",
+      valid: true,
+      why: "standard base64",
+    },
+    {
+      chain: "ton",
+      address: "0:8a8627861a5dd96c9db3ce0807b122da5ed473934ce7568a5b4b1c361cbb28ae",
+      valid: true,
+      why: "raw form",
+    },
+    {
+      chain: "ton",
+      address: "EQCKhieGGl3ZbJ2zzggHsSLaXtRzk0znVopbSxw2HLsormVH",
+      valid: false,
+      why: "bad CRC (two bytes swapped)",
+    },
+    {
+      chain: "ton",
+      address: "MwCKhieGGl3ZbJ2zzggHsSLaXtRzk0znVopbSxw2HLsorsn8",
+      valid: false,
+      why: "bad tag",
+    },
+    {
+      chain: "ton",
+      address: "EQEMzVEZ8n9_5GFEdsNPfl6Tx64Jjld88gEvi4BDFly4CSyl",
+      valid: false,
+      why: "workchain 1",
+    },
+    {
+      chain: "ton",
+      address: "-2:e0e98cfcf743292298ad9e379a3c2e6401797b9cbfc0fe98b4e14fd0ce07ecdf",
+      valid: false,
+      why: "raw workchain -2",
+    },
+    {
+      chain: "ton",
+      address: "EQIcIZpPoMnWXd8FbC1KaLtcyIgVUlwsbFK_3P6f5uf_YyE",
+      valid: false,
+      why: "too short",
+    },
+    {
+      chain: "ton",
+      address: "HAgk14JpMQLgt6rVgv7cBQFJWFto5Dqxi472uT3DKpqk",
+      valid: false,
+      why: "a Solana address",
+    },
+    { chain: "ton", address: "", valid: false, why: "empty" },
   ]
   for (const { chain, address, valid, why } of cases) {
     it(`${chain} ${JSON.stringify(address)} is ${valid ? "valid" : "invalid"} (${why})`, () => {

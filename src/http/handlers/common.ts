@@ -7,7 +7,12 @@ import type { HttpServerResponse } from "effect/http"
 import { parseAmount, parseAmountNumber } from "../../../domain/money/amount.ts"
 import type { Asset } from "../../../domain/money/asset.ts"
 import type { AmountError } from "../../../domain/money/errors.ts"
-import { isTokenSymbol, isWalletChain, tokenAsset, tokenSymbols } from "../../../domain/platform/tokens.ts"
+import {
+  chainTokenAsset,
+  chainTokens,
+  isTokenSymbol,
+  isWalletChain,
+} from "../../../domain/platform/tokens.ts"
 import type { Caller } from "../../platform/credentials.ts"
 import { ApiError, badRequest, CurrentRequestId, errorResponse } from "../errors.ts"
 
@@ -91,17 +96,24 @@ export const parseMoney = (
   return Effect.succeed(parsed.success)
 }
 
-/** The asset of `token` on `chain`, or a 400 naming the supported tokens. */
-export const tokenOn = (chain: string, token: string, param = "token"): Effect.Effect<Asset, ApiError> =>
-  isWalletChain(chain) && isTokenSymbol(token)
-    ? Effect.succeed(tokenAsset(chain, token))
-    : Effect.fail(
-        badRequest(
-          "unknown_token",
-          `Unknown token ${JSON.stringify(token)}; one of ${tokenSymbols.join(", ")}.`,
-          param,
-        ),
-      )
+/** The asset of `token` on `chain`, or a 400 naming the tokens that chain carries. */
+export const tokenOn = (chain: string, token: string, param = "token"): Effect.Effect<Asset, ApiError> => {
+  if (!isWalletChain(chain)) {
+    return Effect.fail(
+      badRequest("unknown_token", `No tokens are carried on ${JSON.stringify(chain)}.`, param),
+    )
+  }
+  const asset = isTokenSymbol(token) ? chainTokenAsset(chain, token) : null
+  if (asset !== null) return Effect.succeed(asset)
+  const carried = chainTokens(chain).map((candidate) => candidate.symbol)
+  return Effect.fail(
+    badRequest(
+      "unknown_token",
+      `Unknown token ${JSON.stringify(token)} on ${chain}; one of ${carried.join(", ")}.`,
+      param,
+    ),
+  )
+}
 
 /** 403 outside the sandbox. */
 export const requireSandbox = (caller: Caller): Effect.Effect<void, ApiError> =>
