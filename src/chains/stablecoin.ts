@@ -1,0 +1,54 @@
+/**
+ * The platform's stablecoin (contracts/PlatformStablecoin.sol) as compiled into
+ * contracts/build/PlatformStablecoin.json, and its deployment on an EVM chain: tests and the
+ * sandbox deploy it on each local chain.
+ */
+import { bytesToHex } from "@noble/hashes/utils.js"
+import {
+  type Abi,
+  type Address,
+  createPublicClient,
+  createWalletClient,
+  getAddress,
+  type Hex,
+  http,
+} from "viem"
+import { privateKeyToAccount } from "viem/accounts"
+import artifact from "../../contracts/build/PlatformStablecoin.json" with { type: "json" }
+import { assert } from "../../domain/assert.ts"
+import type { SigningKey } from "../../domain/custody/derive.ts"
+
+/** The contract's ABI (its functions, events and custom errors). */
+export const stablecoin_abi = artifact.abi as unknown as Abi
+/** Creation bytecode, exactly as committed. */
+export const stablecoin_bytecode = artifact.bytecode as Hex
+
+export interface StablecoinDeployment {
+  readonly rpc_url: string
+  /** Deploys and becomes the issuer: the one account that mints, burns, blocks and freezes. */
+  readonly issuer: SigningKey
+  readonly name: string
+  readonly symbol: string
+  readonly decimals: number
+}
+
+/**
+ * Deploys the stablecoin and waits for its receipt; returns the contract's address.
+ * @example const usdp = await deployStablecoin({ rpc_url, issuer, name: "Platform USD", symbol: "USDP", decimals: 6 })
+ */
+export async function deployStablecoin(deployment: StablecoinDeployment): Promise<Address> {
+  assert(deployment.issuer.curve === "secp256k1", "an EVM key is secp256k1")
+  const account = privateKeyToAccount(`0x${bytesToHex(deployment.issuer.exposeSecret())}`)
+  const transport = http(deployment.rpc_url)
+  const wallet = createWalletClient({ account, transport })
+  const client = createPublicClient({ transport, pollingInterval: 50 })
+  const hash = await wallet.deployContract({
+    abi: stablecoin_abi,
+    bytecode: stablecoin_bytecode,
+    args: [deployment.name, deployment.symbol, deployment.decimals, account.address],
+    chain: null,
+  })
+  const receipt = await client.waitForTransactionReceipt({ hash })
+  assert(receipt.status === "success" && receipt.contractAddress != null, "the stablecoin deploys")
+  return getAddress(receipt.contractAddress)
+}
