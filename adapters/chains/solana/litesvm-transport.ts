@@ -1,0 +1,168 @@
+/**
+ * The Solana transport on LiteSVM, in process: for tests and the sandbox. LiteSVM executes
+ * transactions at once and has no blocks, no ledger history and no slot clock of its own, so this
+ * transport adds the little the adapter needs:
+ * - each transaction sent opens a new slot, as if each had its own block, so that confirmations
+ *   grow with the transactions on top; `advanceSlots` lets a test age the chain;
+ * - a record of every landed transaction (signature, slot, outcome, wire bytes), because LiteSVM
+ *   offers no history query; it lives as long as the transport and holds at most
+ *   `landed_record_count_max` transactions (the oldest are forgotten first);
+ * - a block hash per slot: LiteSVM has none, so a record carries the blockhash LiteSVM reported as
+ *   latest when it processed the transaction (constant unless the test expires it).
+ */
+import {
+  type Address,
+  type Blockhash,
+  getCompiledTransactionMessageDecoder,
+  getSignatureFromTransaction,
+  getTransactionDecoder,
+  type Signature,
+  lamports as toLamports,
+} from "@solana/kit"
+import { FailedTransactionMetadata, type LiteSVM } from "litesvm"
+import { assert } from "../../../domain/assert.ts"
+import type { LandedTransaction, SendOutcome, SimulationOutcome, SolanaTransport } from "./transport.ts"
+
+/**
+ * LiteSVM's fieldless transaction errors by number (its `TransactionErrorFieldless`, a `const enum`
+ * that the package's entry point does not export).
+ */
+const error_account_not_found = 2
+const error_insufficient_funds_for_fee = 4
+const error_already_processed = 6
+/** LiteSVM's default fee structure charges this per signature and no priority fee. */
+const lamports_per_signature = 5_000n
+const landed_record_count_max = 100_000
+/** LiteSVM accepts only its latest blockhash; a validity window of 150 blocks mirrors the cluster's. */
+const blockhash_validity_blocks = 150n
+
+export interface LiteSvmTransport extends SolanaTransport {
+  /** Moves the slot forward by `count`, as blocks produced without transactions would. */
+  readonly advanceSlots: (count: bigint) => void
+}
+
+/**
+ * Wraps a LiteSVM instance (with the SPL programs loaded, as `new LiteSVM()` does).
+ * @example const transport = makeLiteSvmTransport(new LiteSVM())
+ */
+export function makeLiteSvmTransport(svm: LiteSVM): LiteSvmTransport {
+  const records = new Map<Signature, LandedTransaction & { readonly accounts: ReadonlySet<string> }>()
+  const transactionDecoder = getTransactionDecoder()
+  const messageDecoder = getCompiledTransactionMessageDecoder()
+
+  const advanceSlots = (count: bigint) => {
+    assert(count >= 0n, "slots only move forward")
+    svm.warpToSlot(svm.getClock().slot + count)
+  }
+
+  const record = (signature: Signature, wire: Uint8Array, failed: boolean) => {
+    const message = messageDecoder.decode(transactionDecoder.decode(wire).messageBytes)
+    if (records.size >= landed_record_count_max) {
+      const oldest = records.keys().next()
+      if (oldest.done !== true) records.delete(oldest.value)
+    }
+    records.set(signature, {
+      signature,
+      slot: svm.getClock().slot,
+      block_hash: svm.latestBlockhash(),
+      failed,
+      finalized: false,
+      wire: wire.slice(),
+      loaded_addresses: [],
+      accounts: new Set(message.staticAccounts),
+    })
+  }
+
+  const send = async (wire: Uint8Array): Promise<SendOutcome> => {
+    const transaction = transactionDecoder.decode(wire)
+    const signature = getSignatureFromTransaction(transaction)
+    if (records.has(signature)) return { kind: "already_processed" }
+    advanceSlots(1n)
+    const result = svm.sendTransaction(transaction)
+    if (!(result instanceof FailedTransactionMetadata)) {
+      record(signature, wire, false)
+      return { kind: "accepted" }
+    }
+    const error = result.err()
+    if (landsDespite(error)) {
+      record(signature, wire, true)
+      return { kind: "accepted" }
+    }
+    switch (error) {
+      case error_already_processed:
+        return { kind: "already_processed" }
+      case error_insufficient_funds_for_fee:
+      case error_account_not_found:
+        return { kind: "insufficient_funds_for_fee" }
+      default:
+        return { kind: "rejected", reason: describeError(error) }
+    }
+  }
+
+  const simulate = async (wire: Uint8Array): Promise<SimulationOutcome> => {
+    const result = svm.simulateTransaction(transactionDecoder.decode(wire))
+    if (!(result instanceof FailedTransactionMetadata)) return { kind: "ok" }
+    const logs = result.meta().logs()
+    return { kind: "failed", reason: `${describeError(result.err())}: ${logs.slice(-3).join(" | ")}` }
+  }
+
+  const landed = async (signature: Signature): Promise<LandedTransaction | null> => {
+    const found = records.get(signature)
+    if (found === undefined) return null
+    const { accounts: _accounts, ...landed } = found
+    return landed
+  }
+
+  const transactionsOf = async (address: Address, from_slot: bigint, to_slot: bigint, limit: number) => {
+    const found: Array<LandedTransaction> = []
+    for (const entry of records.values()) {
+      if (found.length >= limit) break
+      if (entry.slot < from_slot || entry.slot > to_slot || !entry.accounts.has(address)) continue
+      const { accounts: _accounts, ...landed } = entry
+      found.push(landed)
+    }
+    return found
+  }
+
+  return {
+    advanceSlots,
+    latestBlockhash: async () => ({
+      blockhash: svm.latestBlockhash(),
+      last_valid_block_height: svm.getClock().slot + blockhash_validity_blocks,
+    }),
+    isBlockhashValid: async (blockhash: Blockhash) => blockhash === svm.latestBlockhash(),
+    slot: async () => svm.getClock().slot,
+    lamports: async (address) => svm.getBalance(address) ?? 0n,
+    account: async (address) => {
+      const account = svm.getAccount(address)
+      return account.exists ? { owner: account.programAddress, data: Uint8Array.from(account.data) } : null
+    },
+    rentExemptMinimum: async (data_size_bytes) => svm.minimumBalanceForRentExemption(BigInt(data_size_bytes)),
+    feeForMessage: async (message_bytes) =>
+      BigInt(messageDecoder.decode(message_bytes).header.numSignerAccounts) * lamports_per_signature,
+    simulate,
+    send,
+    landed,
+    transactionsOf,
+  }
+}
+
+/** Airdrops lamports from LiteSVM's faucet; for tests and the sandbox only. */
+export function airdrop(svm: LiteSVM, address: Address, amount: bigint): void {
+  const result = svm.airdrop(address, toLamports(amount))
+  assert(result !== null && !(result instanceof FailedTransactionMetadata), "the LiteSVM airdrop succeeds")
+}
+
+/**
+ * An instruction error, or a rent shortfall found while executing, lands on the cluster: the fee is
+ * paid and the signature is taken. The error classes are not exported by LiteSVM's entry point, so
+ * they are told apart by shape (an instruction error carries `err()`) and by class name.
+ */
+function landsDespite(error: unknown): boolean {
+  if (typeof error !== "object" || error === null) return false
+  return "err" in error || error.constructor.name === "TransactionErrorInsufficientFundsForRent"
+}
+
+function describeError(error: unknown): string {
+  return typeof error === "number" ? `TransactionError #${String(error)}` : String(error)
+}

@@ -1,0 +1,165 @@
+/**
+ * The Solana transport over JSON-RPC (@solana/kit's `createSolanaRpc`), for real clusters: configured
+ * by URL. Not exercised by the tests (no Solana validator runs here); the LiteSVM transport is.
+ *
+ * Reads use the `confirmed` commitment: `processed` slots may still be skipped. A transaction is sent
+ * with preflight, so one that would fail is refused before it lands (`rejected`, no fee paid) rather
+ * than landing as failed, as it does on LiteSVM.
+ */
+import {
+  type Address,
+  type Base64EncodedWireTransaction,
+  type Blockhash,
+  createSolanaRpc,
+  getBase64Decoder,
+  getBase64Encoder,
+  isSolanaError,
+  type Signature,
+  SOLANA_ERROR__JSON_RPC__SERVER_ERROR_SEND_TRANSACTION_PREFLIGHT_FAILURE,
+  SOLANA_ERROR__TRANSACTION_ERROR__ACCOUNT_NOT_FOUND,
+  SOLANA_ERROR__TRANSACTION_ERROR__ALREADY_PROCESSED,
+  SOLANA_ERROR__TRANSACTION_ERROR__INSUFFICIENT_FUNDS_FOR_FEE,
+  type TransactionMessageBytesBase64,
+} from "@solana/kit"
+import type { LandedTransaction, SendOutcome, SolanaTransport } from "./transport.ts"
+
+const commitment = "confirmed" as const
+/** `getSignaturesForAddress` answers at most this many signatures per page. */
+const signatures_page_size = 1_000
+/** Pages read backwards from the newest signature before giving up on reaching `from_slot`. */
+const signatures_page_count_max = 20
+
+/**
+ * A transport for the cluster at `rpc_url`.
+ * @example const transport = makeRpcTransport("https://api.mainnet-beta.solana.com")
+ */
+export function makeRpcTransport(rpc_url: string): SolanaTransport {
+  const rpc = createSolanaRpc(rpc_url)
+  const base64 = getBase64Decoder()
+  const toBase64 = (bytes: Uint8Array) => base64.decode(bytes)
+  const fromBase64 = (text: string) => Uint8Array.from(getBase64Encoder().encode(text))
+
+  const blockHashOf = async (slot: bigint) => {
+    const block = await rpc
+      .getBlock(slot, {
+        commitment,
+        transactionDetails: "none",
+        rewards: false,
+        maxSupportedTransactionVersion: 0,
+      })
+      .send()
+    if (block === null) throw new Error(`the node has no block at slot ${String(slot)}`)
+    return block.blockhash
+  }
+
+  const landed = async (signature: Signature): Promise<LandedTransaction | null> => {
+    const { value } = await rpc.getSignatureStatuses([signature], { searchTransactionHistory: true }).send()
+    const status = value[0]
+    if (status === null || status === undefined || status.confirmationStatus === "processed") return null
+    const transaction = await rpc
+      .getTransaction(signature, { commitment, encoding: "base64", maxSupportedTransactionVersion: 0 })
+      .send()
+    if (transaction === null) return null
+    const loaded = transaction.meta?.loadedAddresses
+    return {
+      signature,
+      slot: transaction.slot,
+      block_hash: await blockHashOf(transaction.slot),
+      failed: transaction.meta?.err !== null,
+      finalized: status.confirmationStatus === "finalized",
+      wire: fromBase64(transaction.transaction[0]),
+      loaded_addresses: loaded === undefined ? [] : [...loaded.writable, ...loaded.readonly],
+    }
+  }
+
+  const send = async (wire: Uint8Array): Promise<SendOutcome> => {
+    try {
+      await rpc
+        .sendTransaction(toBase64(wire) as Base64EncodedWireTransaction, {
+          encoding: "base64",
+          preflightCommitment: commitment,
+        })
+        .send()
+      return { kind: "accepted" }
+    } catch (error) {
+      if (!isSolanaError(error, SOLANA_ERROR__JSON_RPC__SERVER_ERROR_SEND_TRANSACTION_PREFLIGHT_FAILURE))
+        throw error
+      const cause = error.cause
+      if (isSolanaError(cause, SOLANA_ERROR__TRANSACTION_ERROR__ALREADY_PROCESSED))
+        return { kind: "already_processed" }
+      if (
+        isSolanaError(cause, SOLANA_ERROR__TRANSACTION_ERROR__INSUFFICIENT_FUNDS_FOR_FEE) ||
+        isSolanaError(cause, SOLANA_ERROR__TRANSACTION_ERROR__ACCOUNT_NOT_FOUND)
+      ) {
+        return { kind: "insufficient_funds_for_fee" }
+      }
+      return { kind: "rejected", reason: cause instanceof Error ? cause.message : error.message }
+    }
+  }
+
+  /** Pages backwards from the newest signature to `from_slot`, then reads each transaction. */
+  const transactionsOf = async (address: Address, from_slot: bigint, to_slot: bigint, limit: number) => {
+    const signatures: Array<Signature> = []
+    let before: Signature | undefined
+    for (let page = 0; page < signatures_page_count_max; page++) {
+      const config =
+        before === undefined
+          ? { commitment, limit: signatures_page_size }
+          : { commitment, limit: signatures_page_size, before }
+      const found = await rpc.getSignaturesForAddress(address, config).send()
+      for (const entry of found) {
+        if (entry.slot >= from_slot && entry.slot <= to_slot && entry.err === null)
+          signatures.push(entry.signature)
+      }
+      const last = found.at(-1)
+      if (last === undefined || last.slot < from_slot || found.length < signatures_page_size) break
+      before = last.signature
+      if (page === signatures_page_count_max - 1)
+        throw new Error(`more history for ${address} than the page bound`)
+    }
+    const oldest_first = signatures.reverse().slice(0, limit)
+    const transactions = await Promise.all(oldest_first.map(landed))
+    return transactions.filter((transaction) => transaction !== null)
+  }
+
+  return {
+    latestBlockhash: async () => {
+      const { value } = await rpc.getLatestBlockhash({ commitment }).send()
+      return { blockhash: value.blockhash, last_valid_block_height: value.lastValidBlockHeight }
+    },
+    isBlockhashValid: async (blockhash: Blockhash) =>
+      (await rpc.isBlockhashValid(blockhash, { commitment }).send()).value,
+    slot: () => rpc.getSlot({ commitment }).send(),
+    lamports: async (address) => (await rpc.getBalance(address, { commitment }).send()).value,
+    account: async (address) => {
+      const { value } = await rpc.getAccountInfo(address, { commitment, encoding: "base64" }).send()
+      return value === null ? null : { owner: value.owner, data: fromBase64(value.data[0]) }
+    },
+    rentExemptMinimum: (data_size_bytes) =>
+      rpc.getMinimumBalanceForRentExemption(BigInt(data_size_bytes)).send(),
+    feeForMessage: async (message_bytes) => {
+      const message = toBase64(message_bytes) as TransactionMessageBytesBase64
+      const { value } = await rpc.getFeeForMessage(message, { commitment }).send()
+      if (value === null) throw new Error("the node no longer knows the message's blockhash")
+      return value
+    },
+    simulate: async (wire) => {
+      const transaction = toBase64(wire) as Base64EncodedWireTransaction
+      const { value } = await rpc
+        .simulateTransaction(transaction, { commitment, encoding: "base64", sigVerify: true })
+        .send()
+      if (value.err === null) return { kind: "ok" }
+      return {
+        kind: "failed",
+        reason: `${JSON.stringify(value.err, bigintText)}: ${(value.logs ?? []).slice(-3).join(" | ")}`,
+      }
+    },
+    send,
+    landed,
+    transactionsOf,
+  }
+}
+
+function bigintText(_key: string, value: unknown): unknown {
+  return typeof value === "bigint" ? value.toString() : value
+}

@@ -1,0 +1,186 @@
+/**
+ * Building, signing and reading Solana transactions: the one code path every transport shares.
+ * Pure apart from the WebCrypto calls that import a key and sign; no network.
+ */
+import {
+  AccountRole,
+  type AccountSignerMeta,
+  type Address,
+  appendTransactionMessageInstructions,
+  compileTransactionMessage,
+  createKeyPairSignerFromPrivateKeyBytes,
+  createTransactionMessage,
+  getAddressDecoder,
+  getCompiledTransactionMessageDecoder,
+  getCompiledTransactionMessageEncoder,
+  getSignatureFromTransaction,
+  getTransactionDecoder,
+  getTransactionEncoder,
+  type Instruction,
+  type KeyPairSigner,
+  pipe,
+  type Signature,
+  setTransactionMessageFeePayerSigner,
+  setTransactionMessageLifetimeUsingBlockhash,
+  signTransactionMessageWithSigners,
+  type TransactionSigner,
+} from "@solana/kit"
+import {
+  getTransferCheckedInstructionDataDecoder,
+  getTransferInstructionDataDecoder,
+  TOKEN_PROGRAM_ADDRESS,
+  TokenInstruction,
+} from "@solana-program/token"
+import { assert } from "../../../domain/assert.ts"
+import type { SigningKey } from "../../../domain/custody/derive.ts"
+import type { LatestBlockhash } from "./transport.ts"
+
+const system_program_address = "11111111111111111111111111111111" as Address
+/** The System program's `Transfer` instruction: a u32 discriminator 2 then the u64 lamports. */
+const system_transfer_discriminator = 2
+const system_transfer_data_size_bytes = 12
+
+/**
+ * A kit signer for a custody key; the seed is copied into a non-extractable WebCrypto key.
+ * @example const signer = await signerFromKey(deriveSigningKey(seed, { chain: "solana", tenant_index: 0, wallet_index: 0 }))
+ */
+export async function signerFromKey(key: SigningKey): Promise<KeyPairSigner> {
+  assert(key.curve === "ed25519", "a Solana key is ed25519")
+  const signer = await createKeyPairSignerFromPrivateKeyBytes(key.exposeSecret())
+  assert(
+    signer.address === getAddressDecoder().decode(key.public_key),
+    "the signer's address is the key's public key",
+  )
+  return signer
+}
+
+/**
+ * The System program's lamport transfer, encoded here because its package is not a dependency.
+ * @example systemTransferInstruction(signer, recipient, 1_000_000n)
+ */
+export function systemTransferInstruction(from: TransactionSigner, to: Address, amount: bigint): Instruction {
+  const data = new Uint8Array(system_transfer_data_size_bytes)
+  const view = new DataView(data.buffer)
+  view.setUint32(0, system_transfer_discriminator, true)
+  view.setBigUint64(4, amount, true)
+  const source: AccountSignerMeta = { address: from.address, role: AccountRole.WRITABLE_SIGNER, signer: from }
+  return {
+    programAddress: system_program_address,
+    accounts: [source, { address: to, role: AccountRole.WRITABLE }],
+    data,
+  }
+}
+
+/** A version 0 message paid by `signer`, living as long as `lifetime`'s blockhash. */
+export function buildMessage(
+  signer: TransactionSigner,
+  instructions: ReadonlyArray<Instruction>,
+  lifetime: LatestBlockhash,
+) {
+  return pipe(
+    createTransactionMessage({ version: 0 }),
+    (message) => setTransactionMessageFeePayerSigner(signer, message),
+    (message) =>
+      setTransactionMessageLifetimeUsingBlockhash(
+        { blockhash: lifetime.blockhash, lastValidBlockHeight: lifetime.last_valid_block_height },
+        message,
+      ),
+    (message) => appendTransactionMessageInstructions(instructions, message),
+  )
+}
+
+type Message = ReturnType<typeof buildMessage>
+
+/** The compiled message's bytes, as the cluster prices them. */
+export function messageBytes(message: Message): Uint8Array {
+  return Uint8Array.from(getCompiledTransactionMessageEncoder().encode(compileTransactionMessage(message)))
+}
+
+/** Signs a message with the signers it names; returns the wire bytes and the first signature. */
+export async function signMessage(
+  message: Message,
+): Promise<{ readonly wire: Uint8Array; readonly signature: Signature }> {
+  const transaction = await signTransactionMessageWithSigners(message)
+  const wire = Uint8Array.from(getTransactionEncoder().encode(transaction))
+  return { wire, signature: getSignatureFromTransaction(transaction) }
+}
+
+/** What a wire transaction says about itself: its signature, fee payer and lifetime blockhash. */
+export interface WireSummary {
+  readonly signature: Signature
+  readonly fee_payer: Address
+  readonly lifetime_token: string
+  readonly message_bytes: Uint8Array
+}
+
+/**
+ * Reads a wire transaction's signature, fee payer and blockhash; null when the bytes are no
+ * transaction (the caller reports that as its own error).
+ * @example summarizeWire(signed.wire)?.signature
+ */
+export function summarizeWire(wire: Uint8Array): WireSummary | null {
+  try {
+    const transaction = getTransactionDecoder().decode(wire)
+    const message = getCompiledTransactionMessageDecoder().decode(transaction.messageBytes)
+    const fee_payer = message.staticAccounts[0]
+    if (fee_payer === undefined || !("lifetimeToken" in message)) return null
+    return {
+      signature: getSignatureFromTransaction(transaction),
+      fee_payer,
+      lifetime_token: message.lifetimeToken,
+      message_bytes: Uint8Array.from(transaction.messageBytes),
+    }
+  } catch {
+    return null
+  }
+}
+
+/** One SPL token transfer instruction found at the top level of a transaction. */
+export interface TokenTransferInstruction {
+  /** Its position among the transaction's top-level instructions. */
+  readonly instruction_index: number
+  readonly source: Address
+  readonly destination: Address
+  /** The owner or delegate who signed for the source account. */
+  readonly authority: Address
+  /** Named by `TransferChecked`; null for the older `Transfer`, which names no mint. */
+  readonly mint: Address | null
+  readonly amount: bigint
+}
+
+/**
+ * The SPL token transfers among a transaction's top-level instructions. Transfers made by other
+ * programs through cross-program invocation are not top-level and are not seen here.
+ * `loaded_addresses` resolves lookup-table indices (writable first, then read-only).
+ * @example tokenTransfersIn(landed.wire, landed.loaded_addresses)
+ */
+export function tokenTransfersIn(
+  wire: Uint8Array,
+  loaded_addresses: ReadonlyArray<Address>,
+): ReadonlyArray<TokenTransferInstruction> {
+  const message = getCompiledTransactionMessageDecoder().decode(
+    getTransactionDecoder().decode(wire).messageBytes,
+  )
+  // Version 1 messages lay instructions out differently; custody neither sends nor expects them yet.
+  if (message.version === 1) return []
+  const keys = [...message.staticAccounts, ...loaded_addresses]
+  const found: Array<TokenTransferInstruction> = []
+  message.instructions.forEach((instruction, instruction_index) => {
+    const data = instruction.data
+    if (keys[instruction.programAddressIndex] !== TOKEN_PROGRAM_ADDRESS || data === undefined) return
+    const accounts = (instruction.accountIndices ?? []).map((index) => keys[index])
+    if (data[0] === TokenInstruction.TransferChecked) {
+      const [source, mint, destination, authority] = accounts
+      if (source === undefined || mint === undefined || destination === undefined || authority === undefined)
+        return
+      const { amount } = getTransferCheckedInstructionDataDecoder().decode(data)
+      found.push({ instruction_index, source, destination, authority, mint, amount })
+    } else if (data[0] === TokenInstruction.Transfer) {
+      const [source, destination, authority] = accounts
+      if (source === undefined || destination === undefined || authority === undefined) return
+      const { amount } = getTransferInstructionDataDecoder().decode(data)
+      found.push({ instruction_index, source, destination, authority, mint: null, amount })
+    }
+  })
+  return found
+}
