@@ -1,0 +1,120 @@
+/**
+ * The TON transport over an HTTP API (toncenter's API v2, through @ton/ton's `TonClient`), for the
+ * real network: configured by URL (and an API key where the endpoint wants one). Not exercised by
+ * the tests (no TON node or API runs here); the @ton/sandbox transport is.
+ *
+ * Limits of API v2 that shape it:
+ * - The clock is this machine's: the API does not expose the chain's time.
+ * - `landed` looks for the message among the wallet's newest `landed_lookback_count` transactions;
+ *   a wallet busier than that between broadcast and status read makes an old message read as not
+ *   landed (toncenter's API v3 can find a transaction by message hash; a port change would let the
+ *   adapter keep the wallet's seqno to narrow the search).
+ * - The API refuses an external message the wallet would not accept with an HTTP error; an error
+ *   naming the external message becomes `rejected`, any other is a fault.
+ */
+import { type Address, type Cell, loadMessage } from "@ton/core"
+import { TonClient } from "@ton/ton"
+import { summarizeTransaction } from "./transaction.ts"
+import type { LandedTransaction, SendOutcome, TonTransport } from "./transport.ts"
+
+export interface TonHttpConfig {
+  /** The JSON-RPC endpoint, e.g. `https://toncenter.com/api/v2/jsonRPC`. */
+  readonly endpoint_url: string
+  readonly api_key?: string
+  readonly request_timeout_ms?: number
+}
+
+const landed_lookback_count = 20
+const transactions_page_size = 100
+const transactions_page_count_max = 20
+const request_timeout_ms_default = 10_000
+
+/**
+ * A transport for the API at `config.endpoint_url`.
+ * @example const transport = makeHttpTransport({ endpoint_url: "https://toncenter.com/api/v2/jsonRPC" })
+ */
+export function makeHttpTransport(config: TonHttpConfig): TonTransport {
+  const client = new TonClient({
+    endpoint: config.endpoint_url,
+    timeout: config.request_timeout_ms ?? request_timeout_ms_default,
+    ...(config.api_key === undefined ? {} : { apiKey: config.api_key }),
+  })
+
+  const account = async (address: Address) => {
+    const state = await client.getContractState(address)
+    const status = state.state === "uninitialized" ? "uninit" : state.state
+    return { status, balance: state.balance } as const
+  }
+
+  const emulate = async (address: Address, message: Cell) => {
+    const parsed = loadMessage(message.beginParse())
+    const estimate = await client.estimateExternalMessageFee(address, {
+      body: parsed.body,
+      initCode: parsed.init?.code ?? null,
+      initData: parsed.init?.data ?? null,
+      ignoreSignature: true,
+    })
+    const fees = estimate.source_fees
+    const fee = BigInt(fees.in_fwd_fee + fees.storage_fee + fees.gas_fee + fees.fwd_fee)
+    return { kind: "ok" as const, fee }
+  }
+
+  const send = async (message: Cell): Promise<SendOutcome> => {
+    try {
+      await client.sendFile(message.toBoc())
+      return { kind: "accepted" }
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error)
+      if (/external message/i.test(reason)) return { kind: "rejected", reason }
+      throw error
+    }
+  }
+
+  /** Pages backwards from the newest transaction down to `from_lt`, then keeps the range. */
+  const transactionsOf = async (address: Address, from_lt: bigint, to_lt: bigint, limit: number) => {
+    const found: Array<LandedTransaction> = []
+    let cursor: { lt: string; hash: string } | undefined
+    for (let page = 0; page < transactions_page_count_max; page++) {
+      const batch = await client.getTransactions(address, {
+        limit: transactions_page_size,
+        archival: true,
+        ...(cursor === undefined ? {} : { ...cursor, inclusive: false }),
+      })
+      for (const transaction of batch) found.push(summarizeTransaction(address, transaction))
+      const last = batch.at(-1)
+      if (last === undefined || last.lt < from_lt || batch.length < transactions_page_size) break
+      cursor = { lt: last.lt.toString(), hash: last.hash().toString("base64") }
+      if (page === transactions_page_count_max - 1) throw new Error("more history than the page bound")
+    }
+    return found
+      .filter((landed) => landed.lt >= from_lt && landed.lt <= to_lt)
+      .reverse()
+      .slice(0, limit)
+  }
+
+  return {
+    now: async () => Math.floor(Date.now() / 1000),
+    newestLt: async () => {
+      const info = await client.getMasterchainInfo()
+      const block = await client.getShardTransactions(info.workchain, info.latestSeqno, info.shard)
+      return block.reduce((newest, entry) => (BigInt(entry.lt) > newest ? BigInt(entry.lt) : newest), 0n)
+    },
+    account,
+    getSeqno: async (address) => {
+      if ((await account(address)).status !== "active") return null
+      return (await client.runMethod(address, "seqno")).stack.readNumber()
+    },
+    publicKey: async (address) => {
+      const key = (await client.runMethod(address, "get_public_key")).stack.readBigNumber()
+      return Buffer.from(key.toString(16).padStart(64, "0"), "hex")
+    },
+    emulate,
+    send,
+    landed: async (address, message_hash) => {
+      const newest = await client.getTransactions(address, { limit: landed_lookback_count })
+      const summaries = newest.map((transaction) => summarizeTransaction(address, transaction))
+      return summaries.find((landed) => landed.in_message_hash === message_hash) ?? null
+    },
+    transactionsOf,
+  }
+}
