@@ -6,6 +6,7 @@ import { eventStoreMigrations } from "../../adapters/eventstore/postgres/schema.
 import { projectionMigrations } from "../../projections/schema.ts"
 import { custodyMigrations } from "../custody/vault.ts"
 import { platformTableMigrations } from "../platform/schema.ts"
+import { transferMigrations } from "../transfers/schema.ts"
 import { webhookMigrations } from "../webhooks/schema.ts"
 import type { Migration } from "./migrate.ts"
 
@@ -15,4 +16,5 @@ export const platformMigrations: ReadonlyArray<Migration> = [
   ...platformTableMigrations,
   ...webhookMigrations,
   ...custodyMigrations,
+  ...transferMigrations,
 ]

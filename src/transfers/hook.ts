@@ -1,0 +1,126 @@
+/**
+ * The ledger writer's transaction hook for on-chain transfers: what must commit with the ledger
+ * events of a transfer, or not at all.
+ *
+ * - A request: the transfer row and the pg-boss job that signs and broadcasts it, with the pending
+ *   transfers that reserve its funds. A transfer is never reserved without its job, nor sent without
+ *   its reservation.
+ * - A settlement: the row becomes `completed` (with the proof) or `failed` (with the reason) and its
+ *   `payment.completed` / `payment.failed` webhook event is written, with the post or void that
+ *   moved its money. The update only takes a `pending` row, so a settlement recorded twice (two jobs
+ *   of one transfer) changes the row and emits its event once.
+ */
+import type pg from "pg"
+import type { PgBoss } from "pg-boss"
+import type { AppendedCommand, TransactionHook } from "../ledger/writer.ts"
+import type { EnqueueEvents, OutboxEvent } from "../platform/outbox.ts"
+import { pgBossDb } from "../webhooks/queue.ts"
+import { type FailureCode, fromDb, type StoredProof, type TransferRow, toPublicTransfer } from "./model.ts"
+
+/** The pg-boss queue of transfer steps; a job's data names the transfer. */
+export const transfer_queue = "chain-transfer"
+
+export interface TransferJob {
+  readonly transfer_id: string
+}
+
+/** What a transfer's ledger command carries for the hook (`CommandContext.attachment`). */
+export type TransferAttachment =
+  | { readonly kind: "chain_transfer_requested"; readonly row: TransferRow }
+  | {
+      readonly kind: "chain_transfer_settled"
+      readonly transfer_id: string
+      readonly outcome:
+        | { readonly status: "completed"; readonly proof: StoredProof }
+        | { readonly status: "failed"; readonly code: FailureCode; readonly message: string }
+    }
+
+const attachmentsOf = (appended: ReadonlyArray<AppendedCommand>) => {
+  const requested: Array<TransferRow> = []
+  const settled: Array<Extract<TransferAttachment, { kind: "chain_transfer_settled" }>> = []
+  for (const item of appended) {
+    // Other hooks' attachments have other kinds; only ours match below.
+    const attachment = item.context.attachment as TransferAttachment | undefined
+    if (attachment?.kind === "chain_transfer_requested") requested.push(attachment.row)
+    else if (attachment?.kind === "chain_transfer_settled") settled.push(attachment)
+  }
+  return { requested, settled }
+}
+
+const insertRows = async (client: pg.PoolClient, rows: ReadonlyArray<TransferRow>) => {
+  if (rows.length === 0) return
+  await client.query(
+    `insert into platform.chain_transfers
+       (transfer_id, tenant_id, environment, wallet_id, chain, token, token_decimals, token_contract,
+        from_address, key_tenant_index, key_wallet_index, to_address, amount, fee, status,
+        idempotency_key, created_at)
+     select r.transfer_id, r.tenant_id, r.environment, r.wallet_id, r.chain, r.token, r.token_decimals,
+            r.token_contract, r.from_address, r.key_tenant_index, r.key_wallet_index, r.to_address,
+            r.amount::numeric, r.fee::numeric, 'pending', r.idempotency_key, r.created_at
+       from jsonb_to_recordset($1::jsonb) as r(transfer_id text, tenant_id text, environment text,
+            wallet_id text, chain text, token text, token_decimals integer, token_contract text,
+            from_address text, key_tenant_index integer, key_wallet_index integer, to_address text,
+            amount text, fee text, idempotency_key text, created_at timestamptz)`,
+    [JSON.stringify(rows, (_key, value: unknown) => (typeof value === "bigint" ? value.toString() : value))],
+  )
+}
+
+const settleRows = async (
+  client: pg.PoolClient,
+  settled: ReadonlyArray<Extract<TransferAttachment, { kind: "chain_transfer_settled" }>>,
+): Promise<Array<TransferRow>> => {
+  const changed: Array<TransferRow> = []
+  for (const { transfer_id, outcome } of settled) {
+    const updated =
+      outcome.status === "completed"
+        ? await client.query(
+            `update platform.chain_transfers set status = 'completed', proof = $2::jsonb, completed_at = now()
+              where transfer_id = $1 and status = 'pending' returning *`,
+            [transfer_id, JSON.stringify(outcome.proof)],
+          )
+        : await client.query(
+            `update platform.chain_transfers
+                set status = 'failed', failure_code = $2, failure_message = $3, failed_at = now()
+              where transfer_id = $1 and status = 'pending' returning *`,
+            [transfer_id, outcome.code, outcome.message],
+          )
+    changed.push(...updated.rows.map(fromDb))
+  }
+  return changed
+}
+
+const settledEvent = (row: TransferRow): OutboxEvent => ({
+  tenant_id: row.tenant_id,
+  environment: row.environment,
+  event_type: row.status === "completed" ? "payment.completed" : "payment.failed",
+  data: toPublicTransfer(row),
+  created_at: row.completed_at ?? row.failed_at ?? row.created_at,
+})
+
+/**
+ * The hook for transfer attachments. `boss` writes the jobs through the append's connection, so a
+ * job exists exactly when its transfer does.
+ * @example makeLedgerWriter(store, { transaction: { appendInTransaction, hook: composeHooks(ledgerHook(enqueue), transferHook({ boss, enqueue })) } })
+ */
+export const transferHook =
+  (deps: { readonly boss: PgBoss; readonly enqueue: EnqueueEvents }): TransactionHook =>
+  async (client, appended) => {
+    const { requested, settled } = attachmentsOf(appended)
+    await insertRows(client, requested)
+    if (requested.length > 0) {
+      await deps.boss.insert(
+        transfer_queue,
+        requested.map((row) => ({ data: { transfer_id: row.transfer_id } satisfies TransferJob })),
+        { db: pgBossDb(client) },
+      )
+    }
+    const changed = await settleRows(client, settled)
+    if (changed.length > 0) await deps.enqueue(client, changed.map(settledEvent))
+  }
+
+/** Runs several hooks in one transaction, in order; each picks the attachments it knows. */
+export const composeHooks =
+  (...hooks: ReadonlyArray<TransactionHook>): TransactionHook =>
+  async (client, appended) => {
+    for (const hook of hooks) await hook(client, appended)
+  }

@@ -1,0 +1,197 @@
+/**
+ * Requesting an on-chain transfer: validate, then ONE ledger command that reserves amount + fee
+ * (a linked group of pending transfers: wallet -> custody `amount`, wallet -> fee revenue `fee`).
+ * The transfer row and the job that signs and broadcasts it commit in the same transaction (the
+ * writer's hook, see hook.ts), so the answer `pending` means: the funds are held and the send will
+ * happen, whatever crashes next.
+ */
+import { Effect } from "effect"
+import type pg from "pg"
+import { assert } from "../../domain/assert.ts"
+import { type CustodyChain, evmChains, isValidAddress } from "../../domain/custody/derive.ts"
+import { paymentFee, paymentTransfers } from "../../domain/ledger/fee.ts"
+import type { Asset } from "../../domain/money/asset.ts"
+import type { Environment } from "../../domain/platform/scopes.ts"
+import type { LedgerWriterService, WriterError } from "../ledger/writer.ts"
+import {
+  ensureAccounts,
+  feeAccount,
+  feeAccountId,
+  ledgerOf,
+  transferCodes,
+  walletAccount,
+  walletAccountId,
+} from "../platform/accounts.ts"
+import { newId } from "../platform/ids.ts"
+import type { TransferAttachment } from "./hook.ts"
+import {
+  chain_transfer_code,
+  custodyAccount,
+  custodyAccountId,
+  fromDb,
+  InvalidDestinationAddress,
+  ledgerIds,
+  TransferAmountNotPositive,
+  type TransferRow,
+  UnsupportedChain,
+} from "./model.ts"
+
+/** A reservation lapses this long after the request unless the worker settled it first (24 h). */
+export const ledger_reservation_timeout_ms_default = 24 * 60 * 60 * 1000
+
+/** The custody wallet that sends: its ledger id, chain address and the key path that signs for it. */
+export interface SourceWallet {
+  readonly wallet_id: string
+  readonly chain: CustodyChain
+  readonly address: string
+  readonly tenant_index: number
+  readonly wallet_index: number
+}
+
+/** The token sent: its ledger asset and its contract on the chain. */
+export interface TransferToken {
+  readonly asset: Asset
+  readonly contract: string
+}
+
+export interface TransferRequest {
+  readonly tenant_id: string
+  readonly environment: Environment
+  readonly wallet: SourceWallet
+  readonly to_address: string
+  /** In the token's smallest unit; the fee (0.3 %) is charged on top. */
+  readonly amount: bigint
+  readonly token: TransferToken
+  readonly idempotency_key: string | null
+  readonly actor: string
+  readonly correlation_id: string
+  readonly now_ms: number
+}
+
+export interface RequestDeps {
+  readonly writer: LedgerWriterService
+  readonly pool: pg.Pool
+  /** The chains a worker can send on (those with an adapter). */
+  readonly chains: ReadonlySet<string>
+  readonly ledger_reservation_timeout_ms?: number
+}
+
+export type RequestError =
+  | InvalidDestinationAddress
+  | TransferAmountNotPositive
+  | UnsupportedChain
+  | WriterError
+
+/** The EVM family only, for now: other families get their adapters and workers next. */
+const supportedFamily = (chain: string): chain is CustodyChain =>
+  (evmChains as ReadonlyArray<string>).includes(chain)
+
+const validate = (deps: RequestDeps, request: TransferRequest): Effect.Effect<void, RequestError> => {
+  const { chain } = request.wallet
+  if (!supportedFamily(chain) || !deps.chains.has(chain))
+    return Effect.fail(new UnsupportedChain({ chain, reason: "no adapter sends on this chain here" }))
+  if (request.token.asset.chain !== chain)
+    return Effect.fail(
+      new UnsupportedChain({ chain, reason: `the token ${request.token.asset.code} is not on it` }),
+    )
+  if (request.amount <= 0n) return Effect.fail(new TransferAmountNotPositive({ amount: request.amount }))
+  if (!isValidAddress(chain, request.to_address))
+    return Effect.fail(new InvalidDestinationAddress({ chain, address: request.to_address }))
+  return Effect.void
+}
+
+const newRow = (request: TransferRequest, transfer_id: string): TransferRow => ({
+  transfer_id,
+  tenant_id: request.tenant_id,
+  environment: request.environment,
+  wallet_id: request.wallet.wallet_id,
+  chain: request.wallet.chain,
+  token: request.token.asset.code,
+  token_decimals: request.token.asset.decimals,
+  token_contract: request.token.contract,
+  from_address: request.wallet.address,
+  key_tenant_index: request.wallet.tenant_index,
+  key_wallet_index: request.wallet.wallet_index,
+  to_address: request.to_address,
+  amount: request.amount,
+  fee: paymentFee(request.amount),
+  status: "pending",
+  raw_transaction: null,
+  tx_hash: null,
+  nonce: null,
+  poll_count: 0,
+  proof: null,
+  failure_code: null,
+  failure_message: null,
+  idempotency_key: request.idempotency_key,
+  created_at: new Date(request.now_ms),
+  completed_at: null,
+  failed_at: null,
+})
+
+const rowByIdempotencyKey = async (pool: pg.Pool, request: TransferRequest, key: string) => {
+  const found = await pool.query(
+    "select * from platform.chain_transfers where tenant_id = $1 and environment = $2 and idempotency_key = $3",
+    [request.tenant_id, request.environment, key],
+  )
+  const row = found.rows[0]
+  assert(row !== undefined, "a replayed transfer request has its row: both committed together")
+  return fromDb(row)
+}
+
+/**
+ * Reserves the funds and records the transfer with its send job; answers the `pending` row. The same
+ * idempotency key answers the first request's row (as it is now) and reserves nothing more.
+ * @example
+ * const row = await Effect.runPromise(requestTransfer(deps, { ..., amount: 1_000_000n, to_address: "0x..." }))
+ * // row.status === "pending"; the worker (worker.ts) settles it
+ */
+export const requestTransfer = (
+  deps: RequestDeps,
+  request: TransferRequest,
+): Effect.Effect<TransferRow, RequestError> =>
+  Effect.gen(function* () {
+    yield* validate(deps, request)
+    const asset = request.token.asset
+    const ledger = ledgerOf(request.tenant_id, request.environment)
+    const context = { actor: request.actor, correlation_id: request.correlation_id }
+    yield* ensureAccounts(
+      deps.writer,
+      ledger,
+      [walletAccount(request.wallet.wallet_id, asset), feeAccount(asset), custodyAccount(asset)],
+      context,
+    )
+    const transfer_id = newId("txn", request.now_ms)
+    const ids = ledgerIds(transfer_id)
+    const row = newRow(request, transfer_id)
+    const command = paymentTransfers({
+      group_id: transfer_id,
+      payment_transfer_id: ids.amount,
+      fee_transfer_id: ids.fee,
+      payer_account_id: walletAccountId(request.wallet.wallet_id, asset),
+      payee_account_id: custodyAccountId(asset),
+      fee_account_id: feeAccountId(asset),
+      amount: request.amount,
+      code: chain_transfer_code,
+      fee_code: transferCodes.fee,
+      user_data: transfer_id,
+      pending: { timeout_ms: deps.ledger_reservation_timeout_ms ?? ledger_reservation_timeout_ms_default },
+      now_ms: request.now_ms,
+    })
+    const attachment: TransferAttachment = { kind: "chain_transfer_requested", row }
+    const key = request.idempotency_key === null ? null : `chain-transfer:${request.idempotency_key}`
+    const result = yield* deps.writer.execute(ledger, command, {
+      ...context,
+      idempotency_key: key,
+      // The transfer id is new on every request: the request body, not the command, says "the same".
+      fingerprint: JSON.stringify([
+        request.wallet.wallet_id,
+        asset.code,
+        request.to_address,
+        String(request.amount),
+      ]),
+      attachment,
+    })
+    if (!result.replayed) return row
+    return yield* Effect.promise(() => rowByIdempotencyKey(deps.pool, request, request.idempotency_key ?? ""))
+  })

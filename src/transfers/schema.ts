@@ -1,0 +1,55 @@
+/**
+ * The on-chain transfer records (versions 500-519). One row per transfer the platform sends to a
+ * chain: what was asked, the signed transaction persisted before its broadcast (so a retry or a
+ * restart rebroadcasts the same bytes and never signs anew), and the outcome with its proof.
+ */
+import type { Migration } from "../db/migrate.ts"
+
+export const transferMigrations: ReadonlyArray<Migration> = [
+  {
+    version: 500,
+    name: "chain transfers",
+    sql: `
+create schema if not exists platform;
+create table platform.chain_transfers (
+  transfer_id text primary key,
+  tenant_id text not null,
+  environment text not null,
+  wallet_id text not null,
+  chain text not null,
+  token text not null,
+  token_decimals integer not null check (token_decimals between 0 and 38),
+  token_contract text not null,
+  from_address text not null,
+  key_tenant_index integer not null check (key_tenant_index >= 0),
+  key_wallet_index integer not null check (key_wallet_index >= 0),
+  to_address text not null,
+  amount numeric(39, 0) not null check (amount > 0),
+  fee numeric(39, 0) not null check (fee >= 0),
+  status text not null check (status in ('pending', 'completed', 'failed')),
+  raw_transaction text,
+  tx_hash text,
+  nonce bigint check (nonce >= 0),
+  signed_at timestamptz,
+  broadcast_at timestamptz,
+  poll_count integer not null default 0,
+  proof jsonb,
+  failure_code text,
+  failure_message text,
+  idempotency_key text,
+  created_at timestamptz not null,
+  completed_at timestamptz,
+  failed_at timestamptz,
+  check ((raw_transaction is null) = (tx_hash is null) and (tx_hash is null) = (nonce is null)),
+  check (status <> 'completed' or proof is not null),
+  check (status <> 'failed' or failure_code is not null)
+);
+create unique index chain_transfers_tx_hash on platform.chain_transfers (chain, tx_hash) where tx_hash is not null;
+create index chain_transfers_unresolved_sender on platform.chain_transfers (chain, from_address)
+  where status = 'pending' and nonce is not null;
+create unique index chain_transfers_idempotency on platform.chain_transfers (tenant_id, environment, idempotency_key)
+  where idempotency_key is not null;
+create index chain_transfers_tenant on platform.chain_transfers (tenant_id, environment, created_at desc);
+`,
+  },
+]

@@ -1,0 +1,363 @@
+/**
+ * The transfer worker: pg-boss jobs that sign, broadcast, confirm and settle on-chain transfers.
+ * One job runs one step of one transfer and is safe to run twice, at once or after a crash:
+ *
+ * 1. Sign, once: under the sender's advisory lock and the row's lock, sign and PERSIST the raw bytes,
+ *    hash and nonce (committed) before anything reaches the network. A row that already has them is
+ *    never signed again. Nonces of one sender never collide: the lock serialises signers per sender
+ *    address, and a nonce is above both the chain's pending nonce and every nonce persisted for a
+ *    transfer of that sender not yet resolved (signed but perhaps not broadcast yet).
+ * 2. Broadcast the persisted bytes while the chain does not know them (first send, or rebroadcast
+ *    after a crash or a node that forgot them); the adapter's broadcast is idempotent.
+ * 3. Confirm: poll the status, re-scheduling the job (`startAfter`) a bounded number of times. At
+ *    the chain's finality, post the reservation (fee first, then the amount with the attachment that
+ *    completes the row with its proof and emits `payment.completed`); on a revert, a transaction that
+ *    can never be included, a refusal or a timeout, void it (`payment.failed`, funds released).
+ *
+ * Each ledger step carries an idempotency key derived from the transfer, so a settlement repeated by
+ * a second job is a replay that writes nothing; the row changes only while `pending`.
+ *
+ * A worker killed mid-step leaves its job active; pg-boss runs it again once it is older than
+ * `job_expire_seconds`, checked by the supervisor of some running pg-boss instance every
+ * `max(superviseIntervalSeconds, monitorIntervalSeconds)` (60 s by default): the composition root
+ * chooses those, and the restart resumes at the persisted stage.
+ *
+ * Known limit: a confirmation timeout voids the reservation while the transaction may still sit in
+ * a node's pool. Before production, a timeout must first replace the transaction (same nonce, a
+ * zero-value self-transfer at a higher fee) and void only once the replacement is final.
+ */
+import { Effect, Result } from "effect"
+import type pg from "pg"
+import type { PgBoss } from "pg-boss"
+import { assert } from "../../domain/assert.ts"
+import type { SigningKey, WalletKeyRef } from "../../domain/custody/derive.ts"
+import type { Environment } from "../../domain/platform/scopes.ts"
+import type { CommandContext, LedgerWriterService } from "../ledger/writer.ts"
+import { ledgerOf } from "../platform/accounts.ts"
+import type {
+  ChainAdapter,
+  InsufficientFundsForFee,
+  InvalidChainAddress,
+  TransactionStatus,
+  TransferWouldRevert,
+} from "../ports/chain.ts"
+import { pgBossDb } from "../webhooks/queue.ts"
+import { type TransferAttachment, type TransferJob, transfer_queue } from "./hook.ts"
+import { type FailureCode, fromDb, ledgerIds, storedProof, type TransferRow } from "./model.ts"
+
+/** Hands out a wallet's signing key for one signature; never logged, never stored. */
+export type SigningKeySource = (
+  ref: WalletKeyRef & { readonly environment: Environment },
+) => Promise<SigningKey>
+
+export interface TransferWorkerOptions {
+  /** Between two status polls of a transaction; default 1,000. */
+  readonly poll_interval_ms?: number
+  /** Polls after the broadcast before the transfer times out and is voided; default 600. */
+  readonly poll_count_max?: number
+  /** Jobs run at once in this process (1..64); default 4. */
+  readonly worker_count?: number
+  /** How often an idle worker looks for due jobs; pg-boss's floor is 500; default 500. */
+  readonly worker_poll_interval_ms?: number
+  /** A job still active this long was lost with its process: pg-boss runs it again; default 60. */
+  readonly job_expire_seconds?: number
+  /** Errors of steps (they are retried by pg-boss); default: ignored. */
+  readonly onError?: (error: unknown) => void
+  /** Called after a successful broadcast, before the status read; a test seam for crashes. */
+  readonly afterBroadcast?: (row: TransferRow) => Promise<void>
+}
+
+export interface TransferWorkerDeps {
+  readonly pool: pg.Pool
+  readonly boss: PgBoss
+  readonly writer: LedgerWriterService
+  /** One adapter per chain name (`ethereum`, ...). */
+  readonly adapters: ReadonlyMap<string, ChainAdapter>
+  readonly signingKey: SigningKeySource
+}
+
+export interface TransferWorker {
+  /** Runs the steps of one transfer until it is settled or waits on the chain (tests, sweeps). */
+  readonly advance: (transfer_id: string) => Promise<"settled" | "waiting">
+  readonly stop: () => Promise<void>
+}
+
+/** pg-boss retries a step that threw (node or database unreachable) with these. */
+const step_retry = { retryLimit: 50, retryDelay: 1, retryBackoff: true, retryDelayMax: 60 } as const
+
+/** Creates (or updates) the transfer queue; a request's hook needs it to exist. */
+export async function createTransferQueue(boss: PgBoss, job_expire_seconds = 60): Promise<void> {
+  const options = { ...step_retry, expireInSeconds: job_expire_seconds }
+  await boss.createQueue(transfer_queue, options)
+  await boss.updateQueue(transfer_queue, options)
+}
+
+type Failure = { readonly code: FailureCode; readonly message: string }
+type SignOutcome =
+  | { readonly kind: "signed"; readonly row: TransferRow }
+  | ({ readonly kind: "failed" } & Failure)
+
+const loadRow = async (db: pg.Pool | pg.PoolClient, transfer_id: string, lock = false) => {
+  const found = await db.query(
+    `select * from platform.chain_transfers where transfer_id = $1${lock ? " for update" : ""}`,
+    [transfer_id],
+  )
+  return found.rows[0] === undefined ? undefined : fromDb(found.rows[0])
+}
+
+/** The highest nonce persisted for an unresolved transfer of this sender, or -1. */
+const highestUnresolvedNonce = async (client: pg.PoolClient, row: TransferRow): Promise<number> => {
+  const found = await client.query<{ nonce: string | null }>(
+    `select max(nonce)::text as nonce from platform.chain_transfers
+      where chain = $1 and from_address = $2 and status = 'pending' and nonce is not null`,
+    [row.chain, row.from_address],
+  )
+  const nonce = found.rows[0]?.nonce
+  return nonce === null || nonce === undefined ? -1 : Number(nonce)
+}
+
+const signFailure = (error: InvalidChainAddress | InsufficientFundsForFee | TransferWouldRevert): Failure => {
+  switch (error._tag) {
+    case "InsufficientFundsForFee":
+      return { code: "insufficient_gas", message: "The sending wallet cannot pay the network fee." }
+    case "TransferWouldRevert":
+      return { code: "would_revert", message: `The token contract refused the transfer: ${error.reason}` }
+    case "InvalidChainAddress":
+      return { code: "would_revert", message: `The transfer cannot be built: bad address ${error.address}` }
+  }
+}
+
+export function startTransferWorker(
+  deps: TransferWorkerDeps,
+  options: TransferWorkerOptions = {},
+): Promise<TransferWorker> {
+  const poll_interval_ms = options.poll_interval_ms ?? 1_000
+  const poll_count_max = options.poll_count_max ?? 600
+  const worker_count = options.worker_count ?? 4
+  const onError = options.onError ?? (() => {})
+  assert(poll_interval_ms >= 1 && poll_count_max >= 1, "polling is bounded and positive")
+  assert(Number.isInteger(worker_count) && worker_count >= 1 && worker_count <= 64, "worker_count in 1..64")
+  const { pool, boss, writer, adapters } = deps
+
+  const adapterOf = (row: TransferRow): ChainAdapter => {
+    const adapter = adapters.get(row.chain)
+    assert(adapter !== undefined, `a transfer on ${row.chain} was requested without its adapter`)
+    return adapter
+  }
+
+  /** Step 1: sign and persist, once per transfer, one sender at a time. */
+  const signOnce = async (row: TransferRow): Promise<SignOutcome> => {
+    const client = await pool.connect()
+    try {
+      await client.query("begin")
+      await client.query("select pg_advisory_xact_lock(hashtextextended($1, 0))", [
+        `chain-sender:${row.chain}:${row.from_address}`,
+      ])
+      const locked = await loadRow(client, row.transfer_id, true)
+      assert(locked !== undefined, "a transfer row is never deleted")
+      if (locked.tx_hash !== null || locked.status !== "pending") {
+        await client.query("commit")
+        return { kind: "signed", row: locked }
+      }
+      const signed = await signWithFreshNonce(client, locked)
+      if (Result.isFailure(signed)) {
+        await client.query("rollback")
+        return { kind: "failed", ...signFailure(signed.failure) }
+      }
+      const persisted = await client.query(
+        `update platform.chain_transfers
+            set raw_transaction = $2, tx_hash = $3, nonce = $4, signed_at = now()
+          where transfer_id = $1 returning *`,
+        [locked.transfer_id, signed.success.raw, signed.success.tx_hash, signed.success.nonce],
+      )
+      await client.query("commit")
+      return { kind: "signed", row: fromDb(persisted.rows[0]) }
+    } catch (error) {
+      await client.query("rollback").catch(() => {})
+      throw error
+    } finally {
+      client.release()
+    }
+  }
+
+  /**
+   * Signs at the chain's pending nonce, or above every nonce this sender persisted for a transfer not
+   * yet resolved (signed, perhaps not broadcast yet). The first signature is discarded unsent then.
+   */
+  const signWithFreshNonce = async (client: pg.PoolClient, row: TransferRow) => {
+    const key = await deps.signingKey({
+      environment: row.environment,
+      chain: row.chain as WalletKeyRef["chain"],
+      tenant_index: row.key_tenant_index,
+      wallet_index: row.key_wallet_index,
+    })
+    const adapter = adapterOf(row)
+    const intent = {
+      asset: { kind: "token", contract: row.token_contract } as const,
+      to: row.to_address,
+      amount: row.amount,
+    }
+    const highest = await highestUnresolvedNonce(client, row)
+    const first = await Effect.runPromise(Effect.result(adapter.signTransfer(key, intent)))
+    if (Result.isFailure(first) || first.success.nonce > highest) return first
+    return await Effect.runPromise(Effect.result(adapter.signTransfer(key, intent, { nonce: highest + 1 })))
+  }
+
+  /** Step 2: broadcast the persisted bytes; a refusal that can never pass fails the transfer. */
+  const broadcast = async (row: TransferRow & { raw_transaction: string }): Promise<Failure | null> => {
+    const sent = await Effect.runPromise(Effect.result(adapterOf(row).broadcast(row.raw_transaction)))
+    if (Result.isSuccess(sent)) {
+      await pool.query(
+        "update platform.chain_transfers set broadcast_at = coalesce(broadcast_at, now()) where transfer_id = $1",
+        [row.transfer_id],
+      )
+      return null
+    }
+    const error = sent.failure
+    switch (error._tag) {
+      case "InsufficientFundsForFee":
+        return { code: "insufficient_gas", message: "The sending wallet cannot pay the network fee." }
+      case "NonceTooLow":
+        return {
+          code: "dropped",
+          message: `Another transaction of the sender took nonce ${error.nonce}: this one can never be included.`,
+        }
+      case "BroadcastRejected":
+        return { code: "broadcast_rejected", message: `The node refused the transaction: ${error.reason}` }
+    }
+  }
+
+  /** Posts (completed) or voids (failed) the reservation, recording the outcome with it. */
+  const settle = async (
+    row: TransferRow,
+    outcome: Extract<TransferAttachment, { kind: "chain_transfer_settled" }>["outcome"],
+  ) => {
+    const ids = ledgerIds(row.transfer_id)
+    const ledger = ledgerOf(row.tenant_id, row.environment)
+    const context = (idempotency_key: string, attachment?: TransferAttachment): CommandContext => ({
+      actor: "chain-transfer-worker",
+      correlation_id: row.transfer_id,
+      idempotency_key,
+      ...(attachment === undefined ? {} : { attachment }),
+    })
+    const attachment: TransferAttachment = {
+      kind: "chain_transfer_settled",
+      transfer_id: row.transfer_id,
+      outcome,
+    }
+    const post = outcome.status === "completed"
+    const steps = [
+      ...(row.fee > 0n ? [{ id: post ? ids.post_fee : ids.void_fee, pending_id: ids.fee, last: false }] : []),
+      { id: post ? ids.post_amount : ids.void_amount, pending_id: ids.amount, last: true },
+    ]
+    for (const step of steps) {
+      const command = {
+        type: post ? ("PostPendingTransfer" as const) : ("VoidPendingTransfer" as const),
+        transfer_id: step.id,
+        pending_id: step.pending_id,
+        now_ms: Date.now(),
+      }
+      const done = await Effect.runPromise(
+        Effect.result(writer.execute(ledger, command, context(step.id, step.last ? attachment : undefined))),
+      )
+      if (Result.isFailure(done)) {
+        // Resolved already (by another job's identical step, or lapsed): the row tells the rest.
+        const current = await loadRow(pool, row.transfer_id)
+        if (current?.status !== "pending") return
+        throw new Error(`settling ${row.transfer_id}: the ledger refused ${step.id}: ${done.failure._tag}`)
+      }
+    }
+  }
+
+  const fail = (row: TransferRow, failure: Failure) =>
+    settle(row, { status: "failed", code: failure.code, message: failure.message })
+
+  /** Counts a poll; past the bound the transfer times out. */
+  const countPoll = async (row: TransferRow, status: TransactionStatus): Promise<"settled" | "waiting"> => {
+    const counted = await pool.query<{ poll_count: number }>(
+      "update platform.chain_transfers set poll_count = poll_count + 1 where transfer_id = $1 returning poll_count",
+      [row.transfer_id],
+    )
+    if ((counted.rows[0]?.poll_count ?? 0) <= poll_count_max) return "waiting"
+    await fail(row, {
+      code: "confirmation_timeout",
+      message: `The transaction was still ${status.status} after ${poll_count_max} polls; the funds were released.`,
+    })
+    return "settled"
+  }
+
+  const advance = async (transfer_id: string): Promise<"settled" | "waiting"> => {
+    const loaded = await loadRow(pool, transfer_id)
+    if (loaded === undefined || loaded.status !== "pending") return "settled"
+    const signed =
+      loaded.tx_hash === null ? await signOnce(loaded) : ({ kind: "signed", row: loaded } as const)
+    if (signed.kind === "failed") {
+      await fail(loaded, signed)
+      return "settled"
+    }
+    const row = signed.row
+    if (row.status !== "pending") return "settled"
+    assert(row.tx_hash !== null && row.raw_transaction !== null, "a signed row has its bytes and hash")
+    const adapter = adapterOf(row)
+    let status = await Effect.runPromise(adapter.transactionStatus(row.tx_hash))
+    if (status.status === "dropped") {
+      const refused = await broadcast({ ...row, raw_transaction: row.raw_transaction })
+      if (refused !== null) {
+        await fail(row, refused)
+        return "settled"
+      }
+      await options.afterBroadcast?.(row)
+      status = await Effect.runPromise(adapter.transactionStatus(row.tx_hash))
+    }
+    switch (status.status) {
+      case "finalized":
+        await settle(row, { status: "completed", proof: storedProof(status.proof) })
+        return "settled"
+      case "reverted":
+        await fail(row, {
+          code: "reverted",
+          message: `The transaction reverted in block ${status.proof.block_number}; the funds were released.`,
+        })
+        return "settled"
+      case "seen":
+      case "confirmed":
+      case "dropped":
+        return await countPoll(row, status)
+    }
+  }
+
+  const schedulePoll = (transfer_id: string) =>
+    boss.insert(
+      transfer_queue,
+      [{ data: { transfer_id } satisfies TransferJob, startAfter: `${poll_interval_ms} milliseconds` }],
+      { db: pgBossDb(pool) },
+    )
+
+  const handle = async (jobs: ReadonlyArray<{ readonly data: TransferJob }>) => {
+    for (const job of jobs) {
+      try {
+        if ((await advance(job.data.transfer_id)) === "waiting") await schedulePoll(job.data.transfer_id)
+      } catch (error) {
+        onError(error)
+        throw error
+      }
+    }
+  }
+
+  return (async () => {
+    await createTransferQueue(boss, options.job_expire_seconds ?? 60)
+    const work_options = {
+      batchSize: 1,
+      pollingIntervalSeconds: Math.max(500, options.worker_poll_interval_ms ?? 500) / 1000,
+    }
+    const worker_ids: Array<string> = []
+    for (let i = 0; i < worker_count; i++)
+      worker_ids.push(await boss.work<TransferJob>(transfer_queue, work_options, handle))
+    return {
+      advance,
+      stop: async () => {
+        for (const id of worker_ids) await boss.offWork(transfer_queue, { id, wait: true })
+      },
+    }
+  })()
+}

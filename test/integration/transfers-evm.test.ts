@@ -1,0 +1,376 @@
+// Proves the on-chain transfer flow on the EVM family with real parts (anvil, the platform
+// stablecoin, PostgreSQL, pg-boss, the ledger writer): a transfer that completes with the chain's
+// proof, one refused by the token (recipient blocked after the request), one whose sender cannot pay
+// gas, and one whose worker is killed right after the broadcast, which a new worker completes
+// exactly once. Failed transfers release the reservation to the last unit.
+import { type ChildProcess, spawn } from "node:child_process"
+import * as path from "node:path"
+import { createInterface } from "node:readline"
+import { fileURLToPath } from "node:url"
+import { Effect, Result } from "effect"
+import { type Address, createPublicClient, http } from "viem"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { paymentFee } from "../../domain/ledger/fee.ts"
+import { type AnvilNode, startAnvil } from "../../src/chains/anvil.ts"
+import { deployStablecoin } from "../../src/chains/stablecoin.ts"
+import {
+  ensureAccounts,
+  faucetAccount,
+  faucetAccountId,
+  ledgerOf,
+  walletAccount,
+  walletAccountId,
+} from "../../src/platform/accounts.ts"
+import { custodyAccountId, fromDb, type TransferRow } from "../../src/transfers/model.ts"
+import { type RequestDeps, requestTransfer, type SourceWallet } from "../../src/transfers/request.ts"
+import { startTransferWorker, type TransferWorker } from "../../src/transfers/worker.ts"
+import { freshDatabase, type TestDatabase } from "../support/db.ts"
+import { callStablecoin, test_mnemonic, testWallet } from "../support/evm.ts"
+import { composeTransfers, type TransferHarness, transfer_chain_id, usdp } from "../support/transfers.ts"
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
+const tenant_id = "ten_transfers"
+const ledger = ledgerOf(tenant_id, "sandbox")
+const asset = usdp()
+const issuer = testWallet(0)
+const funding = 1_000_000_000n
+const settle_wait_ms_max = 30_000
+
+let db: TestDatabase
+let node: AnvilNode
+let harness: TransferHarness
+let contract: Address
+let deps: RequestDeps
+
+const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect)
+const chain = () => createPublicClient({ transport: http(node.rpc_url) })
+const tokenBalance = (address: string) => run(harness.adapter.balance(address, { kind: "token", contract }))
+const issuerCall = (fn: string, args: ReadonlyArray<unknown>) =>
+  callStablecoin(node.rpc_url, contract, issuer.key, fn, args)
+
+/** A custody wallet (tenant `tenant_index`, wallet `wallet_index`) with tokens on chain and in the ledger. */
+const fundedWallet = async (wallet_index: number, tenant_index = 0): Promise<SourceWallet> => {
+  const { address } = testWallet(wallet_index, tenant_index)
+  const wallet: SourceWallet = {
+    wallet_id: `wal_${tenant_index}_${wallet_index}`,
+    chain: "ethereum",
+    address,
+    tenant_index,
+    wallet_index,
+  }
+  await issuerCall("mint", [address, funding])
+  const context = { actor: "test", correlation_id: "fund" }
+  await run(
+    ensureAccounts(
+      harness.writer,
+      ledger,
+      [faucetAccount(asset), walletAccount(wallet.wallet_id, asset)],
+      context,
+    ),
+  )
+  await run(
+    harness.writer.execute(
+      ledger,
+      {
+        type: "CreateTransfers",
+        group_id: null,
+        transfers: [
+          {
+            transfer_id: `fund:${wallet.wallet_id}`,
+            debit_account_id: faucetAccountId(asset),
+            credit_account_id: walletAccountId(wallet.wallet_id, asset),
+            amount: funding,
+            code: 200,
+            user_data: null,
+          },
+        ],
+        now_ms: Date.now(),
+      },
+      context,
+    ),
+  )
+  return wallet
+}
+
+const request = (
+  wallet: SourceWallet,
+  to_address: string,
+  amount: bigint,
+  idempotency_key: string | null = null,
+) =>
+  run(
+    requestTransfer(deps, {
+      tenant_id,
+      environment: "sandbox",
+      wallet,
+      to_address,
+      amount,
+      token: { asset, contract },
+      idempotency_key,
+      actor: "test",
+      correlation_id: "transfer",
+      now_ms: Date.now(),
+    }),
+  )
+
+const account = async (account_id: string) => {
+  const { state } = await run(harness.writer.snapshot(ledger))
+  const found = state.accounts.get(account_id)
+  if (found === undefined) throw new Error(`no account ${account_id}`)
+  return found
+}
+
+const loadRow = async (transfer_id: string): Promise<TransferRow> => {
+  const found = await db.pool.query("select * from platform.chain_transfers where transfer_id = $1", [
+    transfer_id,
+  ])
+  return fromDb(found.rows[0])
+}
+
+/** Waits until the worker settled the transfer; bounded. */
+const settled = async (transfer_id: string): Promise<TransferRow> => {
+  const deadline = Date.now() + settle_wait_ms_max
+  for (;;) {
+    const row = await loadRow(transfer_id)
+    if (row.status !== "pending") return row
+    if (Date.now() > deadline) throw new Error(`transfer ${transfer_id} still pending`)
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+}
+
+const startWorker = () =>
+  startTransferWorker(
+    {
+      pool: db.pool,
+      boss: harness.boss,
+      writer: harness.writer,
+      adapters: harness.adapters,
+      signingKey: harness.signingKey,
+    },
+    { poll_interval_ms: 200, poll_count_max: 50, worker_count: 2, job_expire_seconds: 3 },
+  )
+
+/** Runs `body` while a worker of this process works the queue. */
+const withWorker = async <A>(body: () => Promise<A>): Promise<A> => {
+  const worker: TransferWorker = await startWorker()
+  try {
+    return await body()
+  } finally {
+    await worker.stop()
+  }
+}
+
+const outboxEvents = async (transfer_id: string) =>
+  (
+    await db.pool.query<{ event_type: string; data: { status: string; tx_hash: string | null } }>(
+      "select event_type, data from platform.webhook_events where data->>'transaction_id' = $1",
+      [transfer_id],
+    )
+  ).rows
+
+/** The ledger transfers of one on-chain transfer, by event type. */
+const ledgerEventsOf = async (transfer_id: string) =>
+  (
+    await db.pool.query<{ event_type: string }>(
+      `select event_type from events
+        where data->>'transfer_id' like $1 || '%' or data->>'pending_id' like $1 || '%' order by global_position`,
+      [transfer_id],
+    )
+  ).rows.map((row) => row.event_type)
+
+beforeAll(async () => {
+  db = await freshDatabase()
+  node = await startAnvil({ chain_id: transfer_chain_id, mnemonic: test_mnemonic })
+  contract = await deployStablecoin({
+    rpc_url: node.rpc_url,
+    issuer: issuer.key,
+    name: "Platform USD",
+    symbol: "USDP",
+    decimals: 6,
+  })
+  harness = await composeTransfers(db.pool, node.rpc_url)
+  deps = { writer: harness.writer, pool: db.pool, chains: new Set(["ethereum"]) }
+})
+
+afterAll(async () => {
+  await harness?.stop()
+  await node?.stop()
+  await db?.drop()
+})
+
+describe("on-chain transfers (EVM)", () => {
+  it("completes: wallet debited amount + fee, custody credited, proof matches the receipt, recipient gets exactly the amount", async () => {
+    const wallet = await fundedWallet(1)
+    const recipient = testWallet(11).address
+    const amount = 12_345_678n
+    const fee = paymentFee(amount)
+    const before = await tokenBalance(recipient)
+    const requested = await request(wallet, recipient, amount)
+    expect(requested.status).toBe("pending")
+    expect((await account(walletAccountId(wallet.wallet_id, asset))).debits_pending).toBe(amount + fee)
+
+    const row = await withWorker(() => settled(requested.transfer_id))
+    expect(row.status).toBe("completed")
+    expect(await tokenBalance(recipient)).toBe(before + amount)
+
+    const receipt = await chain().getTransactionReceipt({ hash: row.tx_hash as `0x${string}` })
+    expect(row.proof).toMatchObject({
+      tx_hash: receipt.transactionHash,
+      block_number: receipt.blockNumber.toString(),
+      block_hash: receipt.blockHash,
+      log_index: receipt.logs[0]?.logIndex,
+    })
+    expect(row.proof?.confirmations).toBeGreaterThanOrEqual(1)
+
+    const payer = await account(walletAccountId(wallet.wallet_id, asset))
+    expect(payer.debits_posted).toBe(amount + fee)
+    expect(payer.debits_pending).toBe(0n)
+    expect(payer.credits_posted - payer.debits_posted - payer.debits_pending).toBe(funding - amount - fee)
+    const custody = await account(custodyAccountId(asset))
+    expect(custody.credits_pending).toBe(0n)
+    expect(custody.credits_posted).toBeGreaterThanOrEqual(amount)
+
+    const events = await outboxEvents(row.transfer_id)
+    expect(events.map((event) => event.event_type)).toEqual(["payment.completed"])
+    expect(events[0]?.data.tx_hash).toBe(row.tx_hash)
+  })
+
+  it("refuses bad input before any money moves", async () => {
+    const wallet = await fundedWallet(2)
+    const bad = await Effect.runPromise(
+      Effect.flip(
+        requestTransfer(deps, {
+          tenant_id,
+          environment: "sandbox",
+          wallet,
+          to_address: "0x1234",
+          amount: 1n,
+          token: { asset, contract },
+          idempotency_key: null,
+          actor: "test",
+          correlation_id: "c",
+          now_ms: Date.now(),
+        }),
+      ),
+    )
+    expect(bad._tag).toBe("InvalidDestinationAddress")
+    const zero = await Effect.runPromise(
+      Effect.result(
+        requestTransfer(deps, {
+          tenant_id,
+          environment: "sandbox",
+          wallet,
+          to_address: testWallet(12).address,
+          amount: 0n,
+          token: { asset, contract },
+          idempotency_key: null,
+          actor: "test",
+          correlation_id: "c",
+          now_ms: Date.now(),
+        }),
+      ),
+    )
+    expect(Result.isFailure(zero) && zero.failure._tag).toBe("TransferAmountNotPositive")
+    const payer = await account(walletAccountId(wallet.wallet_id, asset))
+    expect(payer.debits_pending + payer.debits_posted).toBe(0n)
+  })
+
+  it("answers a repeated idempotency key with the first transfer and reserves once", async () => {
+    const wallet = await fundedWallet(3)
+    const first = await request(wallet, testWallet(13).address, 1_000n, "idem-1")
+    const again = await request(wallet, testWallet(13).address, 1_000n, "idem-1")
+    expect(again.transfer_id).toBe(first.transfer_id)
+    const payer = await account(walletAccountId(wallet.wallet_id, asset))
+    expect(payer.debits_pending).toBe(1_000n + paymentFee(1_000n))
+    expect(await withWorker(() => settled(first.transfer_id))).toMatchObject({ status: "completed" })
+  })
+
+  it("fails and releases the funds exactly when the recipient is blocked after the request", async () => {
+    const wallet = await fundedWallet(4)
+    const recipient = testWallet(14).address
+    const requested = await request(wallet, recipient, 5_000_000n)
+    await issuerCall("blockAccount", [recipient])
+    const row = await withWorker(() => settled(requested.transfer_id))
+    expect(row).toMatchObject({ status: "failed", failure_code: "would_revert", tx_hash: null })
+    expect(await tokenBalance(recipient)).toBe(0n)
+    const payer = await account(walletAccountId(wallet.wallet_id, asset))
+    expect(payer.debits_pending).toBe(0n)
+    expect(payer.debits_posted).toBe(0n)
+    expect(payer.credits_posted - payer.debits_posted - payer.debits_pending).toBe(funding)
+    expect((await outboxEvents(row.transfer_id)).map((event) => event.event_type)).toEqual(["payment.failed"])
+  })
+
+  it("fails and releases the funds when the custody sender cannot pay gas", async () => {
+    // Tenant 1's wallets are not anvil dev accounts: no ETH.
+    const wallet = await fundedWallet(0, 1)
+    const recipient = testWallet(15).address
+    const requested = await request(wallet, recipient, 2_000_000n)
+    const row = await withWorker(() => settled(requested.transfer_id))
+    expect(row).toMatchObject({ status: "failed", failure_code: "insufficient_gas" })
+    expect(await tokenBalance(recipient)).toBe(0n)
+    const payer = await account(walletAccountId(wallet.wallet_id, asset))
+    expect(payer.credits_posted - payer.debits_posted - payer.debits_pending).toBe(funding)
+    expect(payer.debits_pending).toBe(0n)
+  })
+
+  it("completes exactly once after the worker is killed right after the broadcast", async () => {
+    const wallet = await fundedWallet(5)
+    const recipient = testWallet(16).address
+    const amount = 7_000_000n
+    const nonce_before = await chain().getTransactionCount({ address: wallet.address as Address })
+    const balance_before = await tokenBalance(recipient)
+    const requested = await request(wallet, recipient, amount)
+
+    const child = spawn(
+      process.execPath,
+      [
+        path.join(root, "test/support/transfer-worker-process.ts"),
+        JSON.stringify({ database_url: db.url, rpc_url: node.rpc_url }),
+      ],
+      { stdio: ["ignore", "pipe", "inherit"] },
+    )
+    const broadcast_hash = await firstBroadcast(child)
+    child.kill("SIGKILL")
+    await new Promise((resolve) => child.once("exit", resolve))
+
+    const interrupted = await loadRow(requested.transfer_id)
+    expect(interrupted.status).toBe("pending")
+    expect(interrupted.tx_hash).toBe(broadcast_hash)
+    expect(await ledgerEventsOf(requested.transfer_id)).not.toContain("PendingTransferPosted")
+
+    const row = await withWorker(() => settled(requested.transfer_id))
+    expect(row.status).toBe("completed")
+    expect(row.tx_hash).toBe(broadcast_hash)
+    expect(await tokenBalance(recipient)).toBe(balance_before + amount)
+    expect(await chain().getTransactionCount({ address: wallet.address as Address })).toBe(nonce_before + 1)
+    const ledger_events = await ledgerEventsOf(requested.transfer_id)
+    expect(ledger_events.filter((type) => type === "PendingTransferPosted")).toHaveLength(2)
+    expect(ledger_events.filter((type) => type === "PendingTransferCreated")).toHaveLength(2)
+    expect((await outboxEvents(row.transfer_id)).map((event) => event.event_type)).toEqual([
+      "payment.completed",
+    ])
+    const payer = await account(walletAccountId(wallet.wallet_id, asset))
+    expect(payer.debits_posted).toBe(amount + paymentFee(amount))
+  })
+})
+
+/** The tx hash the child printed after broadcasting; bounded. */
+function firstBroadcast(child: ChildProcess): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL")
+      reject(new Error("the child worker did not broadcast in time"))
+    }, settle_wait_ms_max)
+    const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream })
+    lines.on("line", (line) => {
+      const parsed = JSON.parse(line) as { broadcast?: string }
+      if (parsed.broadcast === undefined) return
+      clearTimeout(timer)
+      resolve(parsed.broadcast)
+    })
+    child.once("exit", (code) => {
+      clearTimeout(timer)
+      reject(new Error(`the child worker exited with ${String(code)} before broadcasting`))
+    })
+  })
+}

@@ -1,0 +1,83 @@
+/**
+ * The on-chain transfer flow composed from real parts for tests: the PostgreSQL event store, the
+ * ledger writer with the transfer hook, pg-boss on the shared pool, the EVM adapter on anvil and
+ * custody keys from the BIP-39 test mnemonic. The test file and the child worker process
+ * (transfer-worker-process.ts) compose it the same way.
+ */
+import { mnemonicToSeedSync } from "@scure/bip39"
+import { Effect } from "effect"
+import type pg from "pg"
+import { PgBoss } from "pg-boss"
+import { makeEvmAdapter } from "../../adapters/chains/evm/adapter.ts"
+import { makePostgresEventStore } from "../../adapters/eventstore/postgres/event-store.ts"
+import { deriveSigningKey } from "../../domain/custody/derive.ts"
+import type { Asset } from "../../domain/money/asset.ts"
+import type { JsonObject } from "../../domain/webhooks/events.ts"
+import { type LedgerWriterService, makeLedgerWriter } from "../../src/ledger/writer.ts"
+import type { EnqueueEvents } from "../../src/platform/outbox.ts"
+import type { ChainAdapter } from "../../src/ports/chain.ts"
+import { composeHooks, transferHook } from "../../src/transfers/hook.ts"
+import { createTransferQueue, type SigningKeySource } from "../../src/transfers/worker.ts"
+import { pgBossDb } from "../../src/webhooks/queue.ts"
+import { enqueueEvents } from "../../src/webhooks/store.ts"
+import { test_mnemonic } from "./evm.ts"
+
+export const transfer_chain_id = 31337
+/** Short enough that a job lost with a killed worker runs again within seconds. */
+export const job_expire_seconds = 3
+
+export const usdp = (): Asset => ({ code: "USDP@ethereum", symbol: "USDP", chain: "ethereum", decimals: 6 })
+
+export interface TransferHarness {
+  readonly boss: PgBoss
+  readonly writer: LedgerWriterService
+  readonly adapter: ChainAdapter
+  readonly adapters: ReadonlyMap<string, ChainAdapter>
+  readonly signingKey: SigningKeySource
+  readonly stop: () => Promise<void>
+}
+
+/** Every event goes to the outbox (not only subscribed ones), so tests can read what was emitted. */
+const enqueueAll: EnqueueEvents = (client, rows) =>
+  enqueueEvents(
+    client,
+    rows.map((row) => ({ ...row, data: row.data as JsonObject })),
+  )
+
+export async function composeTransfers(pool: pg.Pool, rpc_url: string): Promise<TransferHarness> {
+  const store = makePostgresEventStore(pool)
+  const boss = new PgBoss({
+    db: pgBossDb(pool),
+    schedule: false,
+    superviseIntervalSeconds: 1,
+    monitorIntervalSeconds: 1,
+  })
+  boss.on("error", () => {})
+  await boss.start()
+  await createTransferQueue(boss, job_expire_seconds)
+  const writer = makeLedgerWriter(store, {
+    transaction: {
+      appendInTransaction: (stream_id, expected, events, work) =>
+        store.appendInTransaction(stream_id, expected, events, work),
+      hook: composeHooks(transferHook({ boss, enqueue: enqueueAll })),
+    },
+  })
+  const adapter = makeEvmAdapter({ chain_id: transfer_chain_id, rpc_url, finality_confirmations: 1 })
+  const seed = mnemonicToSeedSync(test_mnemonic, "")
+  return {
+    boss,
+    writer,
+    adapter,
+    adapters: new Map([["ethereum", adapter]]),
+    signingKey: async (ref) =>
+      deriveSigningKey(seed, {
+        chain: ref.chain,
+        tenant_index: ref.tenant_index,
+        wallet_index: ref.wallet_index,
+      }),
+    stop: async () => {
+      await boss.stop({ graceful: true, timeout: 5_000 })
+      await Effect.runPromise(store.close)
+    },
+  }
+}
