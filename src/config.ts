@@ -2,6 +2,7 @@
  * Platform configuration, read once from the environment. Every variable is documented in the README.
  */
 import * as path from "node:path"
+import { type EvmChain, evmChains } from "../domain/custody/derive.ts"
 
 export type LogLevel = "debug" | "info" | "warn" | "error"
 
@@ -15,6 +16,12 @@ export interface PlatformConfig {
   readonly pendingPaymentExpiryMs: number
   /** First webhook retry delay; it doubles per failure (capped at 6 h). Tests shorten it. */
   readonly webhookRetryBaseMs: number
+  /** EVM chains the sandbox runs locally (one anvil each); empty: none. */
+  readonly sandboxEvmChains: ReadonlyArray<EvmChain>
+  /** USD per whole native token, by chain (decimal strings), for gas estimates in USD. */
+  readonly gasUsdRates: ReadonlyMap<string, string>
+  /** Production RPC endpoints of EVM chains, from `CHAIN_RPC_URL_<CHAIN>`. */
+  readonly chainRpcUrls: ReadonlyMap<EvmChain, string>
 }
 
 const positiveInteger = (env: NodeJS.ProcessEnv, name: string, fallback: number, max: number): number => {
@@ -31,6 +38,47 @@ const logLevels: ReadonlyArray<LogLevel> = ["debug", "info", "warn", "error"]
 
 export class ConfigError extends Error {
   override readonly name = "ConfigError"
+}
+
+/** `SANDBOX_EVM_CHAINS`: a comma list of EVM chains; unset means all seven, empty means none. */
+const sandboxEvmChains = (env: NodeJS.ProcessEnv): ReadonlyArray<EvmChain> => {
+  const text = env.SANDBOX_EVM_CHAINS
+  if (text === undefined) return evmChains
+  const names = text
+    .split(",")
+    .map((name) => name.trim().toLowerCase())
+    .filter((name) => name !== "")
+  for (const name of names) {
+    if (!(evmChains as ReadonlyArray<string>).includes(name)) {
+      throw new ConfigError(
+        `SANDBOX_EVM_CHAINS: ${JSON.stringify(name)} is not one of ${evmChains.join(", ")}`,
+      )
+    }
+  }
+  return [...new Set(names as Array<EvmChain>)]
+}
+
+/** `GAS_USD_RATES`: `chain=rate` pairs, e.g. `ethereum=3500,polygon=0.5`. */
+const gasUsdRates = (env: NodeJS.ProcessEnv): ReadonlyMap<string, string> => {
+  const rates = new Map<string, string>()
+  for (const pair of (env.GAS_USD_RATES ?? "").split(",")) {
+    if (pair.trim() === "") continue
+    const [chain, rate] = pair.split("=").map((part) => part.trim())
+    if (chain === undefined || rate === undefined || !/^\d+(\.\d+)?$/.test(rate)) {
+      throw new ConfigError(`GAS_USD_RATES must be chain=decimal pairs, got ${JSON.stringify(pair)}`)
+    }
+    rates.set(chain.toLowerCase(), rate)
+  }
+  return rates
+}
+
+const chainRpcUrls = (env: NodeJS.ProcessEnv): ReadonlyMap<EvmChain, string> => {
+  const urls = new Map<EvmChain, string>()
+  for (const chain of evmChains) {
+    const url = env[`CHAIN_RPC_URL_${chain.toUpperCase()}`]
+    if (url !== undefined && url !== "") urls.set(chain, url)
+  }
+  return urls
 }
 
 /** Reads and validates the configuration; throws `ConfigError` naming the bad variable. */
@@ -53,5 +101,8 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): PlatformConfig
     pendingPaymentExpiryMs:
       positiveInteger(env, "PAYMENT_PENDING_EXPIRY_SECONDS", 7 * 24 * 3600, 365 * 24 * 3600) * 1000,
     webhookRetryBaseMs: positiveInteger(env, "WEBHOOK_RETRY_BASE_MS", 30_000, 3_600_000),
+    sandboxEvmChains: sandboxEvmChains(env),
+    gasUsdRates: gasUsdRates(env),
+    chainRpcUrls: chainRpcUrls(env),
   }
 }

@@ -1,15 +1,21 @@
 /**
  * The platform's entry point (`npm start`): the composition root. It reads the configuration, opens
  * the database (embedded PostgreSQL in DATA_DIR unless DATABASE_URL is set), applies migrations,
- * and runs the ledger writer, the projections, the expiry sweeper and the HTTP API until SIGINT or
- * SIGTERM, then stops them in reverse order (the embedded server last).
+ * and runs the ledger writer, the projections, the expiry sweeper, the transfer worker and the HTTP
+ * API until SIGINT or SIGTERM, then stops them in reverse order (the local chains, then the embedded
+ * server last). The sandbox's local EVM chains (SANDBOX_EVM_CHAINS) start before the services that
+ * use them.
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Cause, Context, Effect, Exit, Layer, Logger, References, Runtime, Schedule } from "effect"
+import { makeEvmAdapter } from "../adapters/chains/evm/adapter.ts"
 import { makePostgresEventStore } from "../adapters/eventstore/postgres/event-store.ts"
+import { chainDefinition, type TokenSymbol } from "../domain/chains/registry.ts"
+import type { EvmChain } from "../domain/custody/derive.ts"
 import type { JsonObject } from "../domain/webhooks/events.ts"
+import { type SandboxChain, sandbox_finality_confirmations, startSandboxChain } from "./chains/sandbox.ts"
 import { type LogLevel, readConfig } from "./config.ts"
-import { makeCustody, resolveKek } from "./custody/vault.ts"
+import { type Custody, makeCustody, resolveKek } from "./custody/vault.ts"
 import { openDatabase } from "./db/open.ts"
 import { HttpServerLive } from "./http/server.ts"
 import { ExpirySweeperLive } from "./ledger/expiry.ts"
@@ -21,9 +27,13 @@ import { makeRateLimiter } from "./platform/rate-limit.ts"
 import { Platform } from "./platform/service.ts"
 import { findSettleable, settleWaitingPayments } from "./platform/settlement.ts"
 import { makeWalletReader } from "./platform/wallets.ts"
+import type { ChainAdapter } from "./ports/chain.ts"
+import { Chains, type RunningChain } from "./ports/chains.ts"
 import { Database } from "./ports/database.ts"
 import { EventStore } from "./ports/event-store.ts"
 import { startProjection } from "./projections/runner.ts"
+import { composeHooks, transferHook } from "./transfers/hook.ts"
+import { createTransferQueue, startTransferWorker } from "./transfers/worker.ts"
 import { startWebhookEngine } from "./webhooks/engine.ts"
 import { retrySchedule } from "./webhooks/retry.ts"
 import { enqueueSubscribedEvents, redeliver } from "./webhooks/store.ts"
@@ -89,28 +99,6 @@ const enqueueOutbox: EnqueueEvents = (client, rows) =>
     rows.map((row) => ({ ...row, data: row.data as JsonObject })),
   )
 
-/**
- * The event store and the ledger writer. The writer appends in a transaction that also writes the
- * payment records, stored responses and webhook outbox rows of each batch (the transaction hook).
- */
-const LedgerLive = Layer.effectContext(
-  Effect.gen(function* () {
-    const { pool } = yield* Database
-    const store = yield* Effect.acquireRelease(
-      Effect.sync(() => makePostgresEventStore(pool)),
-      (opened) => opened.close,
-    )
-    const writer = makeLedgerWriter(store, {
-      transaction: {
-        appendInTransaction: (stream_id, expected, events, work) =>
-          store.appendInTransaction(stream_id, expected, events, work),
-        hook: ledgerHook(enqueueOutbox),
-      },
-    })
-    return Context.make(EventStore, store).pipe(Context.add(LedgerWriter, writer))
-  }),
-)
-
 /** Delivers webhooks from the outbox (pg-boss on the shared pool). */
 const WebhookEngine =
   Context.Service<Awaited<ReturnType<typeof startWebhookEngine>>>("platform/WebhookEngine")
@@ -136,23 +124,184 @@ const WebhookEngineLive = Layer.effect(
   }),
 )
 
+/**
+ * The event store and the ledger writer. The writer appends in a transaction that also writes the
+ * payment records, stored responses and webhook outbox rows of each batch (the transaction hook).
+ */
+const LedgerLive = Layer.effectContext(
+  Effect.gen(function* () {
+    const { pool } = yield* Database
+    const { boss } = yield* WebhookEngine
+    const store = yield* Effect.acquireRelease(
+      Effect.sync(() => makePostgresEventStore(pool)),
+      (opened) => opened.close,
+    )
+    // A transfer request's hook inserts its send job: the queue exists before the first append.
+    yield* Effect.promise(() => createTransferQueue(boss))
+    const writer = makeLedgerWriter(store, {
+      transaction: {
+        appendInTransaction: (stream_id, expected, events, work) =>
+          store.appendInTransaction(stream_id, expected, events, work),
+        hook: composeHooks(ledgerHook(enqueueOutbox), transferHook({ boss, enqueue: enqueueOutbox })),
+      },
+    })
+    return Context.make(EventStore, store).pipe(Context.add(LedgerWriter, writer))
+  }),
+)
+
+/** The custody vault: wallet addresses for the API, signing keys for the transfer worker only. */
+const CustodyVault = Context.Service<Custody>("platform/CustodyVault")
+
+const CustodyVaultLive = Layer.effect(
+  CustodyVault,
+  Effect.gen(function* () {
+    const { pool } = yield* Database
+    const { kek, source } = yield* Effect.promise(() =>
+      resolveKek({ env: process.env, dataDir: config.dataDir }),
+    )
+    if (source === "file")
+      yield* Effect.logWarning("CUSTODY_KEK is unset: using a key file in DATA_DIR (development only)")
+    return makeCustody(pool, kek)
+  }),
+)
+
+/** A sandbox chain as the platform reaches it: an adapter on its anvil, its deployed tokens. */
+const sandboxRunning = (local: SandboxChain): RunningChain => ({
+  adapter: makeEvmAdapter({
+    chain_id: local.chain_id,
+    rpc_url: local.rpc_url,
+    finality_confirmations: sandbox_finality_confirmations,
+  }),
+  contracts: local.contracts,
+  gas_probe_address: local.issuer_address,
+  fund: local.fund,
+})
+
+/**
+ * A production EVM chain from its configured RPC endpoint, final at the registry's depth. Its gas
+ * probe is the zero address, which holds native coins on every public EVM chain (burnt by mistake
+ * over the years), so estimating a 1-unit transfer from it never fails for lack of funds.
+ */
+const productionRunning = (chain: EvmChain, rpc_url: string): RunningChain => {
+  const definition = chainDefinition(chain)
+  const contracts = new Map<TokenSymbol, string>()
+  for (const token of definition.tokens)
+    if (token.contracts.production !== null) contracts.set(token.symbol, token.contracts.production)
+  return {
+    adapter: makeEvmAdapter({
+      chain_id: definition.chain_id ?? 0,
+      rpc_url,
+      finality_confirmations: definition.confirmations.count,
+    }),
+    contracts,
+    gas_probe_address: "0x0000000000000000000000000000000000000000",
+    fund: null,
+  }
+}
+
+/**
+ * The chains: one anvil per SANDBOX_EVM_CHAINS entry (started together, each stopped by its own
+ * finalizer), and production adapters from CHAIN_RPC_URL_<CHAIN>.
+ */
+const ChainsLive = Layer.effect(
+  Chains,
+  Effect.gen(function* () {
+    const local = yield* Effect.forEach(
+      config.sandboxEvmChains,
+      (chain) =>
+        Effect.acquireRelease(
+          Effect.promise(() => startSandboxChain(chain)),
+          (started) =>
+            Effect.promise(() => started.stop()).pipe(
+              Effect.tap(() => Effect.logInfo("sandbox chain stopped").pipe(Effect.annotateLogs({ chain }))),
+            ),
+        ),
+      { concurrency: "unbounded" },
+    )
+    for (const started of local) {
+      yield* Effect.logInfo("sandbox chain running").pipe(
+        Effect.annotateLogs({
+          chain: started.chain,
+          chain_id: started.chain_id,
+          rpc_url: started.rpc_url,
+          contracts: Object.fromEntries(started.contracts),
+        }),
+      )
+    }
+    const running = {
+      sandbox: new Map<string, RunningChain>(
+        local.map((started) => [started.chain, sandboxRunning(started)]),
+      ),
+      production: new Map<string, RunningChain>(
+        [...config.chainRpcUrls].map(([chain, url]) => [chain, productionRunning(chain, url)]),
+      ),
+    }
+    return {
+      get: (environment, chain) => running[environment].get(chain),
+      gasUsdRate: (chain) => config.gasUsdRates.get(chain),
+    }
+  }),
+)
+
+/**
+ * Signs, broadcasts, confirms and settles on-chain transfers (pg-boss jobs of the webhook engine's
+ * instance). It sends on the sandbox's local chains: the worker picks an adapter by chain name
+ * alone, so production transfers wait until it also routes by environment.
+ */
+const transfer_poll_interval_ms = 250
+const transfer_poll_count_max = 2_400
+const TransferWorkerLive = Layer.effectDiscard(
+  Effect.gen(function* () {
+    const { pool } = yield* Database
+    const { boss } = yield* WebhookEngine
+    const writer = yield* LedgerWriter
+    const custody = yield* CustodyVault
+    const chains = yield* Chains
+    const adapters = new Map<string, ChainAdapter>()
+    for (const chain of config.sandboxEvmChains) {
+      const running = chains.get("sandbox", chain)
+      if (running !== undefined) adapters.set(chain, running.adapter)
+    }
+    if (adapters.size === 0) return
+    yield* Effect.acquireRelease(
+      Effect.promise(() =>
+        startTransferWorker(
+          {
+            pool,
+            boss,
+            writer,
+            adapters,
+            signingKey: (ref) =>
+              custody.signingKeyFor(ref.environment, ref.chain, ref.tenant_index, ref.wallet_index),
+          },
+          {
+            poll_interval_ms: transfer_poll_interval_ms,
+            poll_count_max: transfer_poll_count_max,
+            onError: (error) => Effect.runFork(Effect.logError("transfer worker error", String(error))),
+          },
+        ),
+      ),
+      (worker) => Effect.promise(() => worker.stop()),
+    )
+    yield* Effect.logInfo("transfer worker running").pipe(
+      Effect.annotateLogs({ chains: [...adapters.keys()] }),
+    )
+  }),
+)
+
 const PlatformLive = Layer.effect(
   Platform,
   Effect.gen(function* () {
     const { pool } = yield* Database
     const writer = yield* LedgerWriter
     const engine = yield* WebhookEngine
-    const { kek, source } = yield* Effect.promise(() =>
-      resolveKek({ env: process.env, dataDir: config.dataDir }),
-    )
-    if (source === "file")
-      yield* Effect.logWarning("CUSTODY_KEK is unset: using a key file in DATA_DIR (development only)")
+    const custody = yield* CustodyVault
     return {
       pool,
       writer,
       keys: makeKeyAuthenticator(pool),
       limiter: makeRateLimiter(),
-      custody: makeCustody(pool, kek),
+      custody,
       wallets: makeWalletReader(pool),
       enqueue: enqueueOutbox,
       settings: { pending_payment_expiry_ms: config.pendingPaymentExpiryMs },
@@ -178,10 +327,17 @@ const SettlementSweeperLive = Layer.effectDiscard(
   }),
 )
 
-const Services = Layer.mergeAll(ProjectionsLive, ExpirySweeperLive, SettlementSweeperLive).pipe(
+const Services = Layer.mergeAll(
+  ProjectionsLive,
+  ExpirySweeperLive,
+  SettlementSweeperLive,
+  TransferWorkerLive,
+).pipe(
   Layer.provideMerge(PlatformLive),
-  Layer.provideMerge(WebhookEngineLive),
   Layer.provideMerge(LedgerLive),
+  Layer.provideMerge(WebhookEngineLive),
+  Layer.provideMerge(CustodyVaultLive),
+  Layer.provideMerge(ChainsLive),
 )
 
 const Platform_ = Layer.mergeAll(HttpServerLive(config.port)).pipe(

@@ -52,3 +52,34 @@ export async function deployStablecoin(deployment: StablecoinDeployment): Promis
   assert(receipt.status === "success" && receipt.contractAddress != null, "the stablecoin deploys")
   return getAddress(receipt.contractAddress)
 }
+
+export interface StablecoinMint {
+  readonly rpc_url: string
+  readonly issuer: SigningKey
+  readonly contract: Address
+  readonly to: Address
+  /** In the token's smallest unit. */
+  readonly amount: bigint
+}
+
+/**
+ * Mints as the issuer and waits for the receipt. One issuer must not mint concurrently on one chain
+ * (each call reads the pending nonce): callers serialise.
+ * @example await mintStablecoin({ rpc_url, issuer, contract, to: "0x...", amount: 1_000_000n })
+ */
+export async function mintStablecoin(mint: StablecoinMint): Promise<void> {
+  assert(mint.amount > 0n, "a mint amount is positive")
+  const account = privateKeyToAccount(`0x${bytesToHex(mint.issuer.exposeSecret())}`)
+  const transport = http(mint.rpc_url)
+  const wallet = createWalletClient({ account, transport })
+  const client = createPublicClient({ transport, pollingInterval: 50 })
+  const hash = await wallet.writeContract({
+    address: mint.contract,
+    abi: stablecoin_abi,
+    functionName: "mint",
+    args: [mint.to, mint.amount],
+    chain: null,
+  })
+  const receipt = await client.waitForTransactionReceipt({ hash })
+  assert(receipt.status === "success", "an issuer's mint succeeds")
+}

@@ -21,7 +21,12 @@ import { entropyToMnemonic, generateMnemonic, mnemonicToEntropy, mnemonicToSeed 
 import { wordlist } from "@scure/bip39/wordlists/english.js"
 import type pg from "pg"
 import { assert } from "../../domain/assert.ts"
-import { type CustodyChain, deriveAddress } from "../../domain/custody/derive.ts"
+import {
+  type CustodyChain,
+  deriveAddress,
+  deriveSigningKey,
+  type SigningKey,
+} from "../../domain/custody/derive.ts"
 import { ConfigError } from "../config.ts"
 import type { Migration } from "../db/migrate.ts"
 
@@ -255,6 +260,16 @@ export interface Custody {
     tenant_index: number,
     wallet_index: number,
   ) => Promise<string>
+  /**
+   * The signing key of the same wallet, for one signature; it prints as `[redacted]`. Never log,
+   * store or return it.
+   */
+  readonly signingKeyFor: (
+    environment: CustodyEnvironment,
+    chain: CustodyChain,
+    tenant_index: number,
+    wallet_index: number,
+  ) => Promise<SigningKey>
 }
 
 /**
@@ -276,5 +291,7 @@ export function makeCustody(pool: pg.Pool, kek: Uint8Array): Custody {
   return {
     addressFor: async (environment, chain, tenant_index, wallet_index) =>
       deriveAddress(await seedFor(environment), { chain, tenant_index, wallet_index }),
+    signingKeyFor: async (environment, chain, tenant_index, wallet_index) =>
+      deriveSigningKey(await seedFor(environment), { chain, tenant_index, wallet_index }),
   }
 }

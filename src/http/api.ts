@@ -208,10 +208,19 @@ export const ChainInfo = Schema.Struct({
       contract_address: Schema.NullOr(Schema.String),
     }),
   ),
-  gas: Schema.Null.annotate({
-    description: "Live fee estimate; null until the chain adapters provide one (see gas_status).",
+  gas: Schema.NullOr(
+    Schema.Struct({
+      native: Schema.String.annotate({
+        description: "The most a native transfer pays in fees now, in the native token (decimal string).",
+      }),
+      usd: Schema.NullOr(Schema.String).annotate({
+        description: "The same in USD (rounded up to 6 decimals); null without a configured rate.",
+      }),
+    }),
+  ).annotate({
+    description: "Live fee estimate from the chain's adapter; null when none runs (see gas_status).",
   }),
-  gas_status: Schema.Literal("unavailable"),
+  gas_status: Schema.Literals(["live", "unavailable"]),
 }).annotate({ identifier: "Chain" })
 
 // --- Groups -----------------------------------------------------------------------------------
@@ -357,9 +366,10 @@ export class ChainsApi extends HttpApiGroup.make("chains")
       OpenApi.Description,
       "Requires scope `wallets:read`. The ten chains wallets can be created on, with their family, " +
         "EIP-155 chain id (null where none exists), native gas token, confirmation policy and the tokens " +
-        "carried in the caller's environment (contract address null where none is deployed, as in the " +
-        "sandbox until the local chains deploy theirs). Live gas fee estimates will come from the chain " +
-        'adapters, which do not exist yet: `gas` is null and `gas_status` is "unavailable" on every chain.',
+        "carried in the caller's environment (in the sandbox: the contracts deployed on the local chains, " +
+        "null where the chain does not run locally). `gas` is a live fee estimate read from the chain's " +
+        'adapter with `gas_status` "live", or null with `gas_status` "unavailable" where no adapter runs ' +
+        "or the node did not answer in time.",
     ),
   )
   .middleware(Authentication) {}
@@ -550,6 +560,60 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
   )
   .middleware(Authentication) {}
 
+export const ChainTransfer = Schema.Struct({
+  transaction_id: Schema.String,
+  type: Schema.Literal("chain_transfer"),
+  status: Schema.Literals(["pending", "completed", "failed"]),
+  amount: Schema.String,
+  fee: Schema.String,
+  token: Schema.String,
+  chain: Schema.String,
+  from_wallet: Schema.String,
+  from_address: Schema.String,
+  to_address: Schema.String,
+  tx_hash: Schema.NullOr(Schema.String),
+  proof: Schema.NullOr(
+    Schema.Struct({
+      tx_hash: Schema.String,
+      block_number: Schema.String,
+      block_hash: Schema.String,
+      log_index: Schema.NullOr(Schema.Number),
+      confirmations: Schema.Number,
+    }),
+  ),
+  failure: Schema.NullOr(Schema.Struct({ code: Schema.String, message: Schema.NullOr(Schema.String) })),
+  created_at: Schema.String,
+  completed_at: Schema.NullOr(Schema.String),
+  failed_at: Schema.NullOr(Schema.String),
+}).annotate({ identifier: "ChainTransfer" })
+
+export class TransfersApi extends HttpApiGroup.make("transfers")
+  .add(
+    scoped(
+      HttpApiEndpoint.post("create", "/api/v2/transfers", {
+        payload: Schema.Struct({
+          from_wallet: Text,
+          to_address: Text,
+          amount: Amount,
+          token: Text,
+          chain: Text,
+        }),
+        success: ChainTransfer.annotate({ httpApiStatus: 202 }),
+      }),
+      "payments:write",
+    ),
+  )
+  .add(
+    scoped(
+      HttpApiEndpoint.get("get", "/api/v2/transfers/:transfer_id", {
+        params: { transfer_id: Text },
+        success: ChainTransfer,
+      }),
+      "payments:read",
+    ),
+  )
+  .middleware(Authentication) {}
+
 export class PlatformApi extends HttpApi.make("platform")
   .add(SystemApi)
   .add(RegistrationApi)
@@ -560,6 +624,7 @@ export class PlatformApi extends HttpApi.make("platform")
   .add(SandboxApi)
   .add(IdentitiesApi)
   .add(PaymentsApi)
+  .add(TransfersApi)
   .add(WebhooksApi)
   .annotate(HttpApi.PayloadParseOptions, { onExcessProperty: "error" })
   .annotateMerge(

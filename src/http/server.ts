@@ -15,6 +15,7 @@ import { ChainsHandlers } from "./handlers/chains.ts"
 import { IdentitiesHandlers } from "./handlers/identities.ts"
 import { PaymentsHandlers } from "./handlers/payments.ts"
 import { KeysHandlers, RegistrationHandlers, TenantHandlers } from "./handlers/tenants.ts"
+import { TransfersHandlers } from "./handlers/transfers.ts"
 import { WalletsHandlers } from "./handlers/wallets.ts"
 import { SandboxHandlers, WebhooksHandlers } from "./handlers/webhooks.ts"
 import { RequestMiddleware } from "./request.ts"
@@ -44,6 +45,7 @@ const Handlers = Layer.mergeAll(
   SandboxHandlers,
   IdentitiesHandlers,
   PaymentsHandlers,
+  TransfersHandlers,
   WebhooksHandlers,
 )
 

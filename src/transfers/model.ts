@@ -119,7 +119,7 @@ export const fromDb = (row: Record<string, unknown>): TransferRow =>
 /** The transfer as the API and the webhooks show it. */
 export const toPublicTransfer = (row: TransferRow) => ({
   transaction_id: row.transfer_id,
-  type: "chain_transfer",
+  type: "chain_transfer" as const,
   status: row.status,
   amount: formatAmount(row.amount, row.token_decimals),
   fee: formatAmount(row.fee, row.token_decimals),

@@ -26,7 +26,10 @@ export interface ApiResponse<T = unknown> {
   readonly body: T
 }
 
-/** Starts the platform; `env` adds or overrides variables (e.g. WEBHOOK_RETRY_BASE_MS). */
+/**
+ * Starts the platform; `env` adds or overrides variables (e.g. WEBHOOK_RETRY_BASE_MS). No local chain
+ * runs unless `env` names some in SANDBOX_EVM_CHAINS: most tests need none and pay for no anvil.
+ */
 export const startPlatform = async (env: Readonly<Record<string, string>> = {}): Promise<RunningPlatform> => {
   const database = await freshDatabase()
   const port = await freePort()
@@ -38,6 +41,7 @@ export const startPlatform = async (env: Readonly<Record<string, string>> = {}):
       PORT: String(port),
       DATA_DIR: dataDir,
       LOG_LEVEL: "warn",
+      SANDBOX_EVM_CHAINS: "",
       ...env,
     },
     stdio: ["ignore", "pipe", "pipe"],

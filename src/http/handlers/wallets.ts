@@ -3,6 +3,7 @@
  */
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
+import type { TokenSymbol } from "../../../domain/chains/registry.ts"
 import {
   chainTokens,
   isWalletChain,
@@ -30,6 +31,7 @@ import {
   toWalletView,
   type WalletRow,
 } from "../../platform/wallets.ts"
+import { Chains } from "../../ports/chains.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
 import { badRequest, CurrentRequestId, notFound } from "../errors.ts"
 import { idempotent, storeAfterwards, storedResponse } from "../idempotency.ts"
@@ -207,6 +209,13 @@ const faucet = (payload: { wallet_id: string; token: string; amount: number | st
       ),
     )
     if (!("events" in result)) return result
+    // Where the wallet's chain runs locally, the tokens exist on chain too (with gas to move them).
+    // Only a fresh credit mints: a replayed request must not mint twice.
+    const running = (yield* Chains).get(caller.environment, wallet.chain)
+    if (running?.fund != null && !result.replayed) {
+      const fund = running.fund
+      yield* Effect.promise(() => fund(wallet.address, asset.symbol as TokenSymbol, amount))
+    }
     const tokens = yield* db(() =>
       walletBalances(platform.pool, caller.tenant_id, caller.environment, wallet.wallet_id),
     )

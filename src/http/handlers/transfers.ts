@@ -1,0 +1,143 @@
+/**
+ * On-chain transfers from a custody wallet to an address (`POST /api/v2/transfers`) and their status
+ * (`GET /api/v2/transfers/{id}`). The request reserves amount + fee in the ledger and records the
+ * send job in one transaction (src/transfers/request.ts); the transfer worker signs, broadcasts,
+ * confirms and settles it, and `payment.completed` / `payment.failed` tell the tenant.
+ */
+import { Effect } from "effect"
+import { HttpApiBuilder } from "effect/http-api"
+import { assert } from "../../../domain/assert.ts"
+import { type EvmChain, evmChains } from "../../../domain/custody/derive.ts"
+import type { Caller } from "../../platform/credentials.ts"
+import { Platform } from "../../platform/service.ts"
+import { Chains } from "../../ports/chains.ts"
+import { fromDb, toPublicTransfer } from "../../transfers/model.ts"
+import { type RequestError, requestTransfer } from "../../transfers/request.ts"
+import { CurrentCaller, PlatformApi } from "../api.ts"
+import { type ApiError, badRequest, CurrentRequestId, notFound } from "../errors.ts"
+import { idempotent } from "../idempotency.ts"
+import { db, parseMoney, respond, tokenOn } from "./common.ts"
+import { ledgerApiError } from "./ledger-errors.ts"
+import { callerWallet } from "./wallets.ts"
+
+/** Most one transfer sends, in whole token units. */
+export const transfer_whole_units_max = 1_000_000_000n
+
+interface TransferPayload {
+  readonly from_wallet: string
+  readonly to_address: string
+  readonly amount: number | string
+  readonly token: string
+  readonly chain: string
+}
+
+/** The one table from the transfer flow's errors to API errors. */
+const transferApiError = (error: RequestError): Effect.Effect<never, ApiError> => {
+  switch (error._tag) {
+    case "InvalidDestinationAddress":
+      return Effect.fail(
+        badRequest("invalid_address", `to_address is not an address on ${error.chain}.`, "to_address"),
+      )
+    case "TransferAmountNotPositive":
+      return Effect.fail(badRequest("amount_zero", "amount must be greater than zero.", "amount"))
+    case "UnsupportedChain":
+      return Effect.fail(
+        badRequest("chain_unavailable", `Transfers on ${error.chain}: ${error.reason}.`, "chain"),
+      )
+    default: {
+      const mapped = ledgerApiError(error)
+      return mapped === undefined ? Effect.die(error) : Effect.fail(mapped)
+    }
+  }
+}
+
+const isEvmChain = (chain: string): chain is EvmChain => (evmChains as ReadonlyArray<string>).includes(chain)
+
+/** The wallet's key path (tenant custody index, wallet derivation index), checked against its address. */
+const walletKeyPath = (caller: Caller, wallet: { wallet_id: string; address: string }, chain: EvmChain) =>
+  Effect.gen(function* () {
+    const platform = yield* Platform
+    const found = yield* db(() =>
+      platform.pool.query<{ derivation_index: number }>(
+        "select derivation_index from platform.wallets where wallet_id = $1",
+        [wallet.wallet_id],
+      ),
+    )
+    const wallet_index = found.rows[0]?.derivation_index
+    assert(wallet_index !== undefined, "a wallet the caller owns has its row")
+    const address = yield* db(() =>
+      platform.custody.addressFor(caller.environment, chain, caller.custody_index, wallet_index),
+    )
+    assert(address === wallet.address, "a wallet's address derives from its key path")
+    return { tenant_index: caller.custody_index, wallet_index }
+  })
+
+const createTransfer = (payload: TransferPayload) =>
+  Effect.gen(function* () {
+    const caller = yield* CurrentCaller
+    const platform = yield* Platform
+    const chains = yield* Chains
+    const request_id = yield* CurrentRequestId
+    const wallet = yield* callerWallet(caller, payload.from_wallet, "from_wallet")
+    const chain = payload.chain.trim().toLowerCase()
+    if (wallet.chain !== chain) {
+      return yield* badRequest(
+        "chain_mismatch",
+        `Wallet ${wallet.wallet_id} is on ${wallet.chain}, not ${JSON.stringify(payload.chain)}.`,
+        "chain",
+      )
+    }
+    const asset = yield* tokenOn(chain, payload.token)
+    const amount = yield* parseMoney(payload.amount, asset, transfer_whole_units_max)
+    const running = chains.get(caller.environment, chain)
+    const contract = running?.contracts.get(asset.symbol as "USDC" | "USDT")
+    if (!isEvmChain(chain) || running === undefined || contract === undefined) {
+      return yield* badRequest(
+        "chain_unavailable",
+        `On-chain transfers of ${asset.symbol} on ${chain} are not available in ${caller.environment}.`,
+        "chain",
+      )
+    }
+    const key_path = yield* walletKeyPath(caller, wallet, chain)
+    return yield* idempotent(caller, "transfers.create", payload, (ticket) =>
+      requestTransfer(
+        { writer: platform.writer, pool: platform.pool, chains: new Set([chain]) },
+        {
+          tenant_id: caller.tenant_id,
+          environment: caller.environment,
+          wallet: { wallet_id: wallet.wallet_id, chain, address: wallet.address, ...key_path },
+          to_address: payload.to_address.trim(),
+          amount,
+          token: { asset, contract },
+          // The ledger keeps the key with the reservation: a retry answers the transfer as it is now.
+          idempotency_key: ticket?.idempotency_key ?? null,
+          actor: caller.key_id,
+          correlation_id: request_id,
+          now_ms: Date.now(),
+        },
+      ).pipe(Effect.map(toPublicTransfer), Effect.catch(transferApiError)),
+    )
+  })
+
+const getTransfer = (transfer_id: string) =>
+  Effect.gen(function* () {
+    const caller = yield* CurrentCaller
+    const { pool } = yield* Platform
+    const found = yield* db(() =>
+      pool.query(
+        "select * from platform.chain_transfers where transfer_id = $1 and tenant_id = $2 and environment = $3",
+        [transfer_id, caller.tenant_id, caller.environment],
+      ),
+    )
+    const row = found.rows[0]
+    if (row === undefined) return yield* notFound("transfer", transfer_id, "transfer_id")
+    return toPublicTransfer(fromDb(row))
+  })
+
+export const TransfersHandlers = HttpApiBuilder.group(PlatformApi, "transfers", (handlers) =>
+  Effect.succeed(
+    handlers
+      .handle("create", ({ payload }) => respond(createTransfer(payload)))
+      .handle("get", ({ params }) => respond(getTransfer(params.transfer_id))),
+  ),
+)

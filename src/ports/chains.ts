@@ -1,0 +1,34 @@
+/**
+ * The chains the running platform can reach, per environment: each one's adapter, its token
+ * contracts and, in the sandbox, a way to fund test wallets on chain. Built in the composition root
+ * (src/main.ts) from the local sandbox chains and the production RPC endpoints.
+ */
+import { Context } from "effect"
+import type { TokenSymbol } from "../../domain/chains/registry.ts"
+import type { Environment } from "../../domain/platform/scopes.ts"
+import type { ChainAdapter } from "./chain.ts"
+
+export interface RunningChain {
+  readonly adapter: ChainAdapter
+  /** The token contracts on this chain: the sandbox's own deployments, or the registry's. */
+  readonly contracts: ReadonlyMap<TokenSymbol, string>
+  /**
+   * The sender of the native transfer whose fee is the chain's gas estimate. Estimating needs a
+   * sender that can pay; the value moved (1 unit) and the recipient (itself) do not change the fee.
+   */
+  readonly gas_probe_address: string
+  /**
+   * Sandbox only: mints `amount` of the token on chain to `address` and tops up its gas; null where
+   * the chain does not run locally.
+   */
+  readonly fund: ((address: string, token: TokenSymbol, amount: bigint) => Promise<void>) | null
+}
+
+export interface ChainsService {
+  /** The chain as reachable in `environment`, or undefined when no adapter serves it there. */
+  readonly get: (environment: Environment, chain: string) => RunningChain | undefined
+  /** USD per whole native token of `chain` (a decimal string), when configured. */
+  readonly gasUsdRate: (chain: string) => string | undefined
+}
+
+export class Chains extends Context.Service<Chains, ChainsService>()("platform/Chains") {}

@@ -1,0 +1,183 @@
+// Proves the sandbox's local EVM chain end to end against the real platform process (one anvil,
+// SANDBOX_EVM_CHAINS=ethereum): GET /api/v2/chains shows a live gas figure and the deployed sandbox
+// token contracts for ethereum only; the faucet credits the ledger and mints on chain; POST
+// /api/v2/transfers sends to a fresh address and completes with the chain's proof within seconds:
+// the recipient holds exactly the amount on chain, the wallet's ledger balance fell by amount + fee,
+// and a payment.completed webhook arrives. Bad requests get the platform's error shape.
+import { type Address, createPublicClient, erc20Abi, http } from "viem"
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { paymentFee } from "../../domain/ledger/fee.ts"
+import { formatAmount } from "../../domain/money/amount.ts"
+import type { Balance, ChainInfo, ChainTransfer, Wallet } from "../../src/http/api.ts"
+import { expectError, expectOk } from "../support/api-expect.ts"
+import {
+  type ApiClient,
+  type RunningPlatform,
+  registerTenant,
+  startPlatform,
+} from "../support/platform-process.ts"
+import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.ts"
+
+type ChainView = typeof ChainInfo.Type
+type TransferView = typeof ChainTransfer.Type
+
+const secret = "whsec_transfers_e2e"
+const completion_wait_ms_max = 10_000
+
+let platform: RunningPlatform
+let client: ApiClient
+let receiver: WebhookReceiver
+let wallet: typeof Wallet.Type
+let usdc: Address
+let rpc_url: string
+
+/** The local chain's RPC URL, from the platform's "sandbox chain running" log line. */
+const sandboxRpcUrl = (output: string): string => {
+  for (const line of output.split("\n")) {
+    if (!line.includes("sandbox chain running")) continue
+    const match = /"rpc_url":"([^"]+)"/.exec(line)
+    if (match?.[1] !== undefined) return match[1]
+  }
+  throw new Error(`no sandbox chain in the platform's log:\n${output}`)
+}
+
+const tokenBalance = (owner: Address) =>
+  createPublicClient({ transport: http(rpc_url) }).readContract({
+    address: usdc,
+    abi: erc20Abi,
+    functionName: "balanceOf",
+    args: [owner],
+  })
+
+beforeAll(async () => {
+  receiver = await startWebhookReceiver(secret)
+  platform = await startPlatform({
+    SANDBOX_EVM_CHAINS: "ethereum",
+    GAS_USD_RATES: "ethereum=3500",
+    LOG_LEVEL: "info",
+  })
+  rpc_url = sandboxRpcUrl(platform.output())
+  ;({ client } = await registerTenant(platform.url))
+  expectOk(
+    await client.post("/api/v1/webhooks", { url: receiver.url, events: ["payment.completed"], secret }),
+    201,
+  )
+  wallet = expectOk(
+    await client.post<typeof Wallet.Type>("/api/v1/wallets", {
+      external_id: "sender",
+      label: "sender",
+      chain: "ethereum",
+    }),
+    201,
+  )
+})
+
+afterAll(async () => {
+  await platform?.stop()
+  await receiver?.close()
+})
+
+describe("GET /api/v2/chains with a local ethereum", () => {
+  it("shows live gas (native and USD) and the deployed sandbox contracts for ethereum only", async () => {
+    const body = expectOk(await client.get<{ data: ReadonlyArray<ChainView> }>("/api/v2/chains"))
+    const ethereum = body.data.find((chain) => chain.chain === "ethereum")
+    expect(ethereum?.gas_status).toBe("live")
+    expect(Number(ethereum?.gas?.native)).toBeGreaterThan(0)
+    expect(Number(ethereum?.gas?.usd)).toBeGreaterThan(0)
+    const contracts = ethereum?.tokens.map((token) => token.contract_address) ?? []
+    expect(contracts).toHaveLength(2)
+    for (const contract of contracts) expect(contract).toMatch(/^0x[0-9a-fA-F]{40}$/)
+    expect(new Set(contracts).size).toBe(2)
+    usdc = ethereum?.tokens.find((token) => token.token === "USDC")?.contract_address as Address
+    for (const other of body.data.filter((chain) => chain.chain !== "ethereum")) {
+      expect(other).toMatchObject({ gas: null, gas_status: "unavailable" })
+      for (const token of other.tokens) expect(token.contract_address).toBeNull()
+    }
+  })
+})
+
+describe("POST /api/v2/transfers on the local chain", () => {
+  it("funds on chain with the faucet, then sends to a fresh address with a proof", async () => {
+    expectOk(
+      await client.post<typeof Balance.Type>("/api/v1/sandbox/faucet", {
+        wallet_id: wallet.wallet_id,
+        token: "USDC",
+        amount: "100",
+      }),
+    )
+    expect(await tokenBalance(wallet.address as Address)).toBe(100_000_000n)
+    const recipient = privateKeyToAccount(generatePrivateKey()).address
+    const requested = expectOk(
+      await client.post<TransferView>(
+        "/api/v2/transfers",
+        {
+          from_wallet: wallet.wallet_id,
+          to_address: recipient,
+          amount: "25",
+          token: "USDC",
+          chain: "ethereum",
+        },
+        { "idempotency-key": "transfer-e2e-1" },
+      ),
+      202,
+    )
+    expect(requested).toMatchObject({
+      status: "pending",
+      amount: "25.00",
+      token: "USDC",
+      to_address: recipient,
+    })
+
+    const replayed = expectOk(
+      await client.post<TransferView>(
+        "/api/v2/transfers",
+        {
+          from_wallet: wallet.wallet_id,
+          to_address: recipient,
+          amount: "25",
+          token: "USDC",
+          chain: "ethereum",
+        },
+        { "idempotency-key": "transfer-e2e-1" },
+      ),
+      202,
+    )
+    expect(replayed.transaction_id).toBe(requested.transaction_id)
+
+    const started = Date.now()
+    let current = requested
+    while (current.status === "pending" && Date.now() - started < completion_wait_ms_max) {
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      current = expectOk(await client.get<TransferView>(`/api/v2/transfers/${requested.transaction_id}`))
+    }
+    expect(current.status).toBe("completed")
+    expect(current.proof?.tx_hash).toBe(current.tx_hash)
+    expect(current.proof?.confirmations).toBeGreaterThanOrEqual(1)
+    expect(await tokenBalance(recipient)).toBe(25_000_000n)
+
+    const balance = expectOk(
+      await client.get<typeof Balance.Type>(`/api/v1/wallets/${wallet.wallet_id}/balance`),
+    )
+    const expected = 100_000_000n - 25_000_000n - paymentFee(25_000_000n)
+    expect(balance.tokens.find((token) => token.token === "USDC")?.amount).toBe(formatAmount(expected, 6))
+
+    const webhook = await receiver.waitFor(
+      (request) => request.body.data.transaction_id === requested.transaction_id,
+      completion_wait_ms_max,
+    )
+    expect(webhook.body.event_type).toBe("payment.completed")
+    expect(webhook.body.data).toMatchObject({ status: "completed", tx_hash: current.tx_hash })
+  })
+
+  it("refuses a chain other than the wallet's, a bad address and an unknown transfer", async () => {
+    const body = { from_wallet: wallet.wallet_id, to_address: wallet.address, amount: "1", token: "USDC" }
+    expectError(await client.post("/api/v2/transfers", { ...body, chain: "polygon" }), 400, "chain_mismatch")
+    expectError(
+      await client.post("/api/v2/transfers", { ...body, chain: "ethereum", to_address: "0x1234" }),
+      400,
+      "invalid_address",
+    )
+    expectError(await client.get("/api/v2/transfers/txn_missing"), 404, "transfer_not_found")
+  })
+})

@@ -1,0 +1,57 @@
+// Proves the parsing of the chain variables (SANDBOX_EVM_CHAINS, GAS_USD_RATES,
+// CHAIN_RPC_URL_<CHAIN>) and the USD conversion of gas estimates, as tables of cases, ugly ones
+// included.
+import { describe, expect, it } from "vitest"
+import { evmChains } from "../../domain/custody/derive.ts"
+import { ConfigError, readConfig } from "../../src/config.ts"
+import { usdOf } from "../../src/http/handlers/chains.ts"
+
+describe("SANDBOX_EVM_CHAINS", () => {
+  it.each([
+    [undefined, [...evmChains]],
+    ["", []],
+    [" ", []],
+    ["ethereum", ["ethereum"]],
+    ["Polygon, base,,polygon", ["polygon", "base"]],
+  ])("%j -> %j", (text, chains) => {
+    expect(readConfig(text === undefined ? {} : { SANDBOX_EVM_CHAINS: text }).sandboxEvmChains).toEqual(
+      chains,
+    )
+  })
+
+  it.each(["solana", "ethereum,bitcoin"])("refuses %j, naming the variable", (text) => {
+    expect(() => readConfig({ SANDBOX_EVM_CHAINS: text })).toThrow(ConfigError)
+    expect(() => readConfig({ SANDBOX_EVM_CHAINS: text })).toThrow(/SANDBOX_EVM_CHAINS/)
+  })
+})
+
+describe("GAS_USD_RATES and CHAIN_RPC_URL_<CHAIN>", () => {
+  it("reads chain=rate pairs and the RPC endpoint of each EVM chain", () => {
+    const config = readConfig({
+      GAS_USD_RATES: "ethereum=3500, Polygon=0.5",
+      CHAIN_RPC_URL_ETHEREUM: "https://rpc.example/eth",
+      CHAIN_RPC_URL_SOLANA: "https://rpc.example/sol",
+    })
+    expect([...config.gasUsdRates]).toEqual([
+      ["ethereum", "3500"],
+      ["polygon", "0.5"],
+    ])
+    expect([...config.chainRpcUrls]).toEqual([["ethereum", "https://rpc.example/eth"]])
+  })
+
+  it.each(["ethereum", "ethereum=", "ethereum=-1", "ethereum=1e3", "ethereum=3,5"])("refuses %j", (text) => {
+    expect(() => readConfig({ GAS_USD_RATES: text })).toThrow(/GAS_USD_RATES/)
+  })
+})
+
+describe("usdOf", () => {
+  it.each([
+    [21_000n * 10n ** 9n, 18, "3500", "0.0735"],
+    [1n, 18, "3500", "0.000001"],
+    [0n, 18, "3500", "0.00"],
+    [10n ** 18n, 18, "0.5", "0.50"],
+    [123_456_789n, 9, "150.25", "18.549383"],
+  ])("%s at %s decimals and %s USD -> %s (rounded up)", (fee, decimals, rate, usd) => {
+    expect(usdOf(fee, decimals, rate)).toBe(usd)
+  })
+})
