@@ -2,7 +2,7 @@
  * API benchmark (`npm run bench:api`): social payments over HTTP, as tenants' integrations make them.
  *
  * It starts the platform (`src/main.ts`) as a child process on its embedded PostgreSQL in a fresh
- * temporary DATA_DIR (LOG_LEVEL=warn), sets up over the HTTP API 10 tenants on the enterprise plan,
+ * temporary DATA_DIR (LOG_LEVEL=warn, no local chains), sets up over the HTTP API 10 tenants on the enterprise plan,
  * each with a second API key (the per-key limit is half the per-tenant one), 4 ethereum wallets
  * funded from the sandbox faucet and an e-mail identifier linked to each wallet, then loads
  * `POST /api/social-payments/pay` from this process with autocannon: 64 keep-alive connections on
@@ -118,7 +118,14 @@ interface Server {
 
 const startServer = async (dataDir: string, profileDir: string | undefined): Promise<Server> => {
   const port = await freePort()
-  const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: "warn" }
+  // Social payments touch no chain: no local chains, so their block production takes no CPU.
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    DATA_DIR: dataDir,
+    PORT: String(port),
+    LOG_LEVEL: "warn",
+    SANDBOX_EVM_CHAINS: process.env.SANDBOX_EVM_CHAINS ?? "",
+  }
   delete env.DATABASE_URL
   const flags = profileDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${profileDir}`]
   const child = spawn(process.execPath, [...flags, path.join(root, "src/main.ts")], {
