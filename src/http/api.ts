@@ -587,6 +587,32 @@ export const ChainTransfer = Schema.Struct({
   failed_at: Schema.NullOr(Schema.String),
 }).annotate({ identifier: "ChainTransfer" })
 
+/**
+ * An on-chain transfer re-read from its chain: the chain's status and proof now, and whether the
+ * token Transfer the chain holds carries the ledger record's amount, token, sender and receiver.
+ */
+export const TransactionVerification = Schema.Struct({
+  transaction_id: Schema.String,
+  chain: Schema.String,
+  tx_hash: Schema.String,
+  status: Schema.Literals(["seen", "confirmed", "finalized", "reverted", "dropped"]),
+  proof: Schema.NullOr(
+    Schema.Struct({
+      block_number: Schema.String,
+      block_hash: Schema.String,
+      log_index: Schema.NullOr(Schema.Number),
+      confirmations: Schema.Number,
+    }),
+  ),
+  checks: Schema.Struct({
+    amount: Schema.Boolean,
+    token: Schema.Boolean,
+    sender: Schema.Boolean,
+    receiver: Schema.Boolean,
+  }),
+  matches: Schema.Boolean,
+}).annotate({ identifier: "TransactionVerification" })
+
 export class TransfersApi extends HttpApiGroup.make("transfers")
   .add(
     scoped(
@@ -608,6 +634,15 @@ export class TransfersApi extends HttpApiGroup.make("transfers")
       HttpApiEndpoint.get("get", "/api/v2/transfers/:transfer_id", {
         params: { transfer_id: Text },
         success: ChainTransfer,
+      }),
+      "payments:read",
+    ),
+  )
+  .add(
+    scoped(
+      HttpApiEndpoint.get("verify", "/api/v1/transactions/:transaction_id/verify", {
+        params: { transaction_id: Text },
+        success: TransactionVerification,
       }),
       "payments:read",
     ),

@@ -3,13 +3,22 @@
 // token contracts for ethereum only; the faucet credits the ledger and mints on chain; POST
 // /api/v2/transfers sends to a fresh address and completes with the chain's proof within seconds:
 // the recipient holds exactly the amount on chain, the wallet's ledger balance fell by amount + fee,
-// and a payment.completed webhook arrives. Bad requests get the platform's error shape.
+// and a payment.completed webhook arrives. GET /api/v1/transactions/{id}/verify re-reads the chain
+// and confirms the completed transfer with the same proof. Bad requests get the platform's error shape.
 import { type Address, createPublicClient, erc20Abi, http } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { paymentFee } from "../../domain/ledger/fee.ts"
 import { formatAmount } from "../../domain/money/amount.ts"
-import type { Balance, ChainInfo, ChainTransfer, Wallet } from "../../src/http/api.ts"
+import type {
+  Balance,
+  ChainInfo,
+  ChainTransfer,
+  Identity,
+  Transaction,
+  TransactionVerification,
+  Wallet,
+} from "../../src/http/api.ts"
 import { expectError, expectOk } from "../support/api-expect.ts"
 import {
   type ApiClient,
@@ -31,6 +40,8 @@ let receiver: WebhookReceiver
 let wallet: typeof Wallet.Type
 let usdc: Address
 let rpc_url: string
+/** The transfer the settlement test completed; the verification tests re-read it from the chain. */
+let completed: TransferView | undefined
 
 /** The local chain's RPC URL, from the platform's "sandbox chain running" log line. */
 const sandboxRpcUrl = (output: string): string => {
@@ -152,6 +163,7 @@ describe("POST /api/v2/transfers on the local chain", () => {
       current = expectOk(await client.get<TransferView>(`/api/v2/transfers/${requested.transaction_id}`))
     }
     expect(current.status).toBe("completed")
+    completed = current
     expect(current.proof?.tx_hash).toBe(current.tx_hash)
     expect(current.proof?.confirmations).toBeGreaterThanOrEqual(1)
     expect(await tokenBalance(recipient)).toBe(25_000_000n)
@@ -179,5 +191,67 @@ describe("POST /api/v2/transfers on the local chain", () => {
       "invalid_address",
     )
     expectError(await client.get("/api/v2/transfers/txn_missing"), 404, "transfer_not_found")
+  })
+})
+
+describe("GET /api/v1/transactions/{id}/verify", () => {
+  it("re-reads a completed transfer from the chain: every check passes with the recorded proof", async () => {
+    expect(completed, "the settlement test completed a transfer").toBeDefined()
+    const transfer = completed as TransferView
+    const verified = expectOk(
+      await client.get<typeof TransactionVerification.Type>(
+        `/api/v1/transactions/${transfer.transaction_id}/verify`,
+      ),
+    )
+    expect(verified).toMatchObject({
+      transaction_id: transfer.transaction_id,
+      chain: "ethereum",
+      tx_hash: transfer.tx_hash,
+      checks: { amount: true, token: true, sender: true, receiver: true },
+      matches: true,
+      proof: {
+        block_number: transfer.proof?.block_number,
+        block_hash: transfer.proof?.block_hash,
+        log_index: transfer.proof?.log_index,
+      },
+    })
+    expect(["confirmed", "finalized"]).toContain(verified.status)
+    expect(verified.proof?.confirmations).toBeGreaterThanOrEqual(transfer.proof?.confirmations ?? 1)
+  })
+
+  it("answers 422 not_on_chain for a social payment and 404 for an unknown or another tenant's id", async () => {
+    const payee = expectOk(
+      await client.post<typeof Wallet.Type>("/api/v1/wallets", {
+        external_id: "verify-payee",
+        label: "payee",
+        chain: "ethereum",
+      }),
+      201,
+    )
+    const identity = expectOk(
+      await client.post<typeof Identity.Type>("/api/v1/identities", {
+        wallet_id: payee.wallet_id,
+        kind: "email",
+        value: "verify-payee@example.com",
+      }),
+      201,
+    )
+    const paid = expectOk(
+      await client.post<typeof Transaction.Type>("/api/social-payments/pay", {
+        recipient: identity.value,
+        amount: "1",
+        token: "USDC",
+        from_wallet: wallet.wallet_id,
+      }),
+    )
+    expectError(await client.get(`/api/v1/transactions/${paid.transaction_id}/verify`), 422, "not_on_chain")
+    expectError(await client.get("/api/v1/transactions/txn_missing/verify"), 404, "transaction_not_found")
+    const other = await registerTenant(platform.url)
+    const transfer_id = completed?.transaction_id ?? "txn_missing"
+    expectError(
+      await other.client.get(`/api/v1/transactions/${transfer_id}/verify`),
+      404,
+      "transaction_not_found",
+    )
   })
 })

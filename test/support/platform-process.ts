@@ -15,6 +15,8 @@ const root = path.join(import.meta.dirname, "../..")
 export interface RunningPlatform {
   readonly url: string
   readonly database: TestDatabase
+  /** The process's DATA_DIR (custody KEK file, embedded data); removed by `stop`. */
+  readonly dataDir: string
   /** Everything the process printed so far. */
   readonly output: () => string
   readonly stop: () => Promise<void>
@@ -67,6 +69,7 @@ export const startPlatform = async (env: Readonly<Record<string, string>> = {}):
   return {
     url,
     database,
+    dataDir,
     output: () => output,
     stop: async () => {
       if (child.exitCode === null) {

@@ -10,11 +10,13 @@ import { assert } from "../../../domain/assert.ts"
 import { type EvmChain, evmChains } from "../../../domain/custody/derive.ts"
 import type { Caller } from "../../platform/credentials.ts"
 import { Platform } from "../../platform/service.ts"
+import { getPayment } from "../../platform/transactions.ts"
 import { Chains } from "../../ports/chains.ts"
 import { fromDb, toPublicTransfer } from "../../transfers/model.ts"
 import { type RequestError, requestTransfer } from "../../transfers/request.ts"
+import { verifyTransfer } from "../../transfers/verify.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
-import { type ApiError, badRequest, CurrentRequestId, notFound } from "../errors.ts"
+import { type ApiError, badRequest, CurrentRequestId, notFound, unprocessable } from "../errors.ts"
 import { idempotent } from "../idempotency.ts"
 import { db, parseMoney, respond, tokenOn } from "./common.ts"
 import { ledgerApiError } from "./ledger-errors.ts"
@@ -134,10 +136,55 @@ const getTransfer = (transfer_id: string) =>
     return toPublicTransfer(fromDb(row))
   })
 
+/**
+ * Re-reads a sent transfer from its chain (src/transfers/verify.ts). A social payment never touches
+ * a chain, so it has nothing to verify (422); an id the caller does not own is unknown (404).
+ */
+const verifyTransaction = (transaction_id: string) =>
+  Effect.gen(function* () {
+    const caller = yield* CurrentCaller
+    const { pool } = yield* Platform
+    const chains = yield* Chains
+    const found = yield* db(() =>
+      pool.query(
+        "select * from platform.chain_transfers where transfer_id = $1 and tenant_id = $2 and environment = $3",
+        [transaction_id, caller.tenant_id, caller.environment],
+      ),
+    )
+    const stored = found.rows[0]
+    if (stored === undefined) {
+      const payment = yield* db(() => getPayment(pool, caller.tenant_id, caller.environment, transaction_id))
+      if (payment === undefined) return yield* notFound("transaction", transaction_id, "transaction_id")
+      return yield* unprocessable(
+        "not_on_chain",
+        `Transaction ${transaction_id} is a social payment settled in the ledger alone; no chain holds it to verify.`,
+        "transaction_id",
+      )
+    }
+    const row = fromDb(stored)
+    if (row.tx_hash === null) {
+      return yield* unprocessable(
+        "not_broadcast",
+        `Transaction ${transaction_id} has not been signed for its chain yet; verify it once it has a tx_hash.`,
+        "transaction_id",
+      )
+    }
+    const running = chains.get(row.environment, row.chain)
+    if (running === undefined) {
+      return yield* unprocessable(
+        "chain_unavailable",
+        `No adapter reaches ${row.chain} in ${row.environment} to verify transaction ${transaction_id}.`,
+        "transaction_id",
+      )
+    }
+    return yield* verifyTransfer(running, row)
+  })
+
 export const TransfersHandlers = HttpApiBuilder.group(PlatformApi, "transfers", (handlers) =>
   Effect.succeed(
     handlers
       .handle("create", ({ payload }) => respond(createTransfer(payload)))
-      .handle("get", ({ params }) => respond(getTransfer(params.transfer_id))),
+      .handle("get", ({ params }) => respond(getTransfer(params.transfer_id)))
+      .handle("verify", ({ params }) => respond(verifyTransaction(params.transaction_id))),
   ),
 )
