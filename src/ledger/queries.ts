@@ -9,6 +9,7 @@ import type pg from "pg"
 import { ledger_projection_name } from "../../projections/ledger.ts"
 import type { TransferKind, TransferStatus } from "../../projections/ledger-fold.ts"
 import { idHashMatch, live_schema } from "../../projections/schema.ts"
+import { type Page, toPage } from "../db/page.ts"
 import { sleep } from "../projections/runner.ts"
 
 const s = live_schema
@@ -82,11 +83,7 @@ export interface LedgerTransfer {
 }
 
 /** One page of a list: `next_cursor` is the `starting_after` of the next page, null on the last. */
-export interface Page<T> {
-  readonly data: ReadonlyArray<T>
-  readonly has_more: boolean
-  readonly next_cursor: string | null
-}
+export type { Page } from "../db/page.ts"
 
 // pg returns numeric and bigint columns as strings, which BigInt() reads exactly.
 const accountColumns = `stream_id, account_id, tenant, environment, asset_code, symbol, chain, decimals, kind,
@@ -232,18 +229,6 @@ const checkLimit = (limit: number | undefined): number => {
   return value
 }
 
-const page = <R, T>(
-  rows: ReadonlyArray<R>,
-  limit: number,
-  map: (r: R) => T,
-  cursor: (t: T) => string,
-): Page<T> => {
-  const data = rows.slice(0, limit).map(map)
-  const last = data[data.length - 1]
-  const has_more = rows.length > limit
-  return { data, has_more, next_cursor: has_more && last !== undefined ? cursor(last) : null }
-}
-
 export interface ListAccountsOptions {
   /** 1..100, default 10. */
   readonly limit?: number
@@ -270,7 +255,7 @@ export const listAccounts = async (
       order by account_id limit $5`,
     [stream_id, options.starting_after ?? null, options.kind ?? null, options.asset_code ?? null, limit + 1],
   )
-  return page(found.rows, limit, toAccount, (a) => a.account_id)
+  return toPage(found.rows, limit, toAccount, (a) => a.account_id)
 }
 
 export interface ListTransfersOptions {
@@ -355,7 +340,7 @@ export const listTransfers = async (
         )}) t ${order}`
   if (options.account_id !== undefined) params.push(options.account_id)
   const found = await pool.query<TransferRecord>(sql, params)
-  return page(found.rows, limit, toTransfer, (t) => t.transfer_id)
+  return toPage(found.rows, limit, toTransfer, (t) => t.transfer_id)
 }
 
 /** The version of a stream's last event in the event store (its head), 0 if it has none. */

@@ -5,7 +5,7 @@
 import { Context } from "effect"
 import type pg from "pg"
 import type { Environment } from "../../domain/platform/scopes.ts"
-import type { WalletChain } from "../../domain/platform/tokens.ts"
+import type { Custody as VaultCustody } from "../custody/vault.ts"
 import type { LedgerWriterService } from "../ledger/writer.ts"
 import type { WebhookDelivery } from "../webhooks/store.ts"
 import type { KeyAuthenticator } from "./credentials.ts"
@@ -13,15 +13,8 @@ import type { EnqueueEvents } from "./outbox.ts"
 import type { makeRateLimiter } from "./rate-limit.ts"
 import type { WalletReader } from "./wallets.ts"
 
-export interface Custody {
-  /** The address of a wallet, derived from the environment's master seed. */
-  readonly addressFor: (
-    environment: Environment,
-    chain: WalletChain,
-    tenant_index: number,
-    wallet_index: number,
-  ) => Promise<string>
-}
+/** What the API may do with custody: wallet addresses (signing keys stay with the transfer worker). */
+export type Custody = Pick<VaultCustody, "addressFor">
 
 export interface PlatformSettings {
   /** How long a payment to an unlinked identifier waits for it before it is released. */

@@ -6,6 +6,7 @@
 import type pg from "pg"
 import { formatAmount } from "../../domain/money/amount.ts"
 import type { Environment } from "../../domain/platform/scopes.ts"
+import { toPage } from "../db/page.ts"
 
 export type PaymentStatus = "pending" | "completed" | "failed"
 
@@ -161,8 +162,10 @@ export const listPayments = async (
       filter.limit + 1,
     ],
   )
-  const rows = found.rows.map(fromDb)
-  const data = rows.slice(0, filter.limit).map(toTransaction)
-  const has_more = rows.length > filter.limit
-  return { data, has_more, next_cursor: has_more ? (data[data.length - 1]?.transaction_id ?? null) : null }
+  return toPage(
+    found.rows,
+    filter.limit,
+    (row) => toTransaction(fromDb(row)),
+    (transaction) => transaction.transaction_id,
+  )
 }

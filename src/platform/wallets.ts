@@ -6,6 +6,7 @@
  */
 import type pg from "pg"
 import type { Environment } from "../../domain/platform/scopes.ts"
+import { toPage } from "../db/page.ts"
 
 export interface WalletRow {
   readonly wallet_id: string
@@ -150,11 +151,10 @@ export const listWallets = async (
     [tenant_id, environment, filter.external_id ?? null, filter.starting_after ?? null, filter.limit + 1],
   )
   const fallback = await defaultWalletId(pool, tenant_id, environment)
-  const rows = found.rows.slice(0, filter.limit)
-  const has_more = found.rows.length > filter.limit
-  return {
-    data: rows.map((row) => toWalletView(row, fallback)),
-    has_more,
-    next_cursor: has_more ? (rows[rows.length - 1]?.wallet_id ?? null) : null,
-  }
+  return toPage(
+    found.rows,
+    filter.limit,
+    (row) => toWalletView(row, fallback),
+    (wallet) => wallet.wallet_id,
+  )
 }

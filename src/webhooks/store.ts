@@ -13,11 +13,13 @@ import type { PgBoss } from "pg-boss"
 import { assert } from "../../domain/assert.ts"
 import type { Environment } from "../../domain/platform/scopes.ts"
 import { isWebhookEventType, type JsonObject, type WebhookEventType } from "../../domain/webhooks/events.ts"
+import { type Page, toPage } from "../db/page.ts"
 import { inTransaction } from "../db/transaction.ts"
 import { eventId, generateWebhookSecret, webhookId } from "./ids.ts"
 import { sendDeliveryJobs } from "./queue.ts"
 
 export type Db = pg.Pool | pg.PoolClient
+export type { Page }
 
 export { inTransaction }
 
@@ -40,13 +42,6 @@ export interface Webhook {
   readonly enabled: boolean
   readonly created_at: Date
   readonly updated_at: Date
-}
-
-export interface Page<T> {
-  readonly data: ReadonlyArray<T>
-  readonly has_more: boolean
-  /** The id to pass as `starting_after` for the next page; null on the last page. */
-  readonly next_cursor: string | null
 }
 
 export interface Pagination {
@@ -79,14 +74,6 @@ const pageLimit = (pagination: Pagination): number => {
   const limit = pagination.limit ?? page_limit_default
   assert(Number.isInteger(limit) && limit >= 1 && limit <= page_limit_max, "a page limit is 1..100")
   return limit
-}
-
-/** Cuts a `limit + 1` query result into a page. */
-const toPage = <T>(rows: ReadonlyArray<T>, limit: number, id: (row: T) => string): Page<T> => {
-  const data = rows.slice(0, limit)
-  const last = data[data.length - 1]
-  const has_more = rows.length > limit
-  return { data, has_more, next_cursor: has_more && last !== undefined ? id(last) : null }
 }
 
 /**
@@ -189,7 +176,12 @@ export async function listWebhooks(
      limit $4`,
     [scope.tenant_id, scope.environment, pagination.starting_after ?? null, limit + 1],
   )
-  return toPage(result.rows.map(toWebhook), limit, (webhook) => webhook.webhook_id)
+  return toPage(
+    result.rows.map(toWebhook),
+    limit,
+    (row) => row,
+    (webhook) => webhook.webhook_id,
+  )
 }
 
 export interface UpdateWebhookInput {
@@ -452,7 +444,12 @@ export async function listDeliveries(
      limit $5`,
     [scope.tenant_id, scope.environment, webhook_id, pagination.starting_after ?? null, limit + 1],
   )
-  return toPage(await withAttempts(db, result.rows), limit, (delivery) => delivery.delivery_id)
+  return toPage(
+    await withAttempts(db, result.rows),
+    limit,
+    (delivery) => delivery,
+    (delivery) => delivery.delivery_id,
+  )
 }
 
 /**

@@ -10,6 +10,7 @@ import {
   identityKinds,
   normaliseIdentifier,
 } from "../../../domain/platform/identifiers.ts"
+import { toPage } from "../../db/page.ts"
 import type { Caller } from "../../platform/credentials.ts"
 import { inTransaction, storeResponses } from "../../platform/idempotency.ts"
 import { idPrefixes, newId } from "../../platform/ids.ts"
@@ -162,13 +163,7 @@ const list = (query: {
         ],
       ),
     )
-    const rows = found.rows.slice(0, limit)
-    const has_more = found.rows.length > limit
-    return {
-      data: rows.map(toIdentity),
-      has_more,
-      next_cursor: has_more ? (rows[rows.length - 1]?.identity_id ?? null) : null,
-    }
+    return toPage(found.rows, limit, toIdentity, (identity) => identity.identity_id)
   })
 
 export const IdentitiesHandlers = HttpApiBuilder.group(PlatformApi, "identities", (handlers) =>
