@@ -29,13 +29,25 @@
  * platform, and print the statements that took the most time per payment), BENCH_KEEP_DATA=1
  * (keep DATA_DIR and the profile). Both instruments cost some throughput.
  */
-import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process"
+import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import pg from "pg"
-import { ensureDatabase, freePort, startEmbedded } from "../src/db/embedded.ts"
+import { ensureDatabase, startEmbedded } from "../src/db/embedded.ts"
+import {
+  type Credentials,
+  call,
+  log,
+  percentile,
+  root,
+  round,
+  runVerify,
+  sleep,
+  startServer,
+  stopServer,
+} from "./support.ts"
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 30)
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 64)
@@ -57,14 +69,6 @@ const usdc_decimals = 6
 const amounts_cents = [100, 125, 250, 399, 1_000]
 /** One answer in this many is parsed and checked (200, status "completed"). */
 const sample_every = 50
-
-const root = path.join(import.meta.dirname, "..")
-const log = (line: string) => process.stderr.write(`${line}\n`)
-const round = (value: number, digits = 1): number => Math.round(value * 10 ** digits) / 10 ** digits
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-
-const percentile = (sorted: ArrayLike<number>, p: number): number =>
-  sorted.length === 0 ? 0 : (sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0)
 
 // --- autocannon (CommonJS, no type declarations): the part of its API used here -----------------
 
@@ -105,108 +109,6 @@ type Autocannon = (options: {
 }) => LoadInstance
 
 const autocannon = createRequire(import.meta.url)("autocannon") as Autocannon
-
-// --- the platform under test --------------------------------------------------------------------
-
-interface Server {
-  readonly child: ChildProcess
-  readonly url: string
-  readonly output: () => string
-  /** Server log lines at warn level or above (JSON lines on stdout). */
-  readonly warnings: () => ReadonlyArray<string>
-}
-
-const startServer = async (dataDir: string, profileDir: string | undefined): Promise<Server> => {
-  const port = await freePort()
-  // Social payments touch no chain: no local chains, so their block production takes no CPU.
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    DATA_DIR: dataDir,
-    PORT: String(port),
-    LOG_LEVEL: "warn",
-    SANDBOX_EVM_CHAINS: process.env.SANDBOX_EVM_CHAINS ?? "",
-  }
-  delete env.DATABASE_URL
-  const flags = profileDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${profileDir}`]
-  const child = spawn(process.execPath, [...flags, path.join(root, "src/main.ts")], {
-    env,
-    stdio: ["ignore", "pipe", "pipe"],
-  })
-  let output = ""
-  const warnings: string[] = []
-  const keep = (chunk: Buffer) => {
-    const text = chunk.toString()
-    output = (output + text).slice(-65_536)
-    for (const line of text.split("\n")) if (/"level":"(WARN|ERROR|FATAL)"/i.test(line)) warnings.push(line)
-  }
-  child.stdout?.on("data", keep)
-  child.stderr?.on("data", keep)
-  const url = `http://127.0.0.1:${port}`
-  // The first start runs initdb: allow it a while.
-  const deadline = Date.now() + 180_000
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`platform exited ${child.exitCode}: ${output}`)
-    const healthy = await fetch(`${url}/health`).then(
-      (r) => r.ok,
-      () => false,
-    )
-    if (healthy) break
-    if (Date.now() > deadline) {
-      child.kill("SIGKILL")
-      throw new Error(`platform did not become healthy: ${output}`)
-    }
-    await sleep(100)
-  }
-  return { child, url, output: () => output, warnings: () => warnings }
-}
-
-const stopServer = async (server: Server): Promise<number | null> => {
-  const { child } = server
-  if (child.exitCode !== null) return child.exitCode
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
-  child.kill("SIGTERM")
-  let timer: NodeJS.Timeout | undefined
-  const timeout = new Promise<"timeout">((resolve) => {
-    timer = setTimeout(() => resolve("timeout"), 60_000)
-  })
-  const outcome = await Promise.race([exited, timeout])
-  clearTimeout(timer)
-  if (outcome === "timeout") {
-    log("server did not exit within 60 s of SIGTERM: killing it")
-    child.kill("SIGKILL")
-    return exited
-  }
-  return outcome
-}
-
-// --- setup over the HTTP API --------------------------------------------------------------------
-
-interface Credentials {
-  readonly tenant_id: string
-  readonly api_key: string
-}
-
-const call = async <T>(
-  base: string,
-  method: string,
-  route: string,
-  body: unknown,
-  credentials?: Credentials,
-): Promise<T> => {
-  const response = await fetch(`${base}${route}`, {
-    method,
-    headers: {
-      "content-type": "application/json",
-      ...(credentials === undefined
-        ? {}
-        : { authorization: `Bearer ${credentials.api_key}`, "x-tenant-id": credentials.tenant_id }),
-    },
-    ...(method === "GET" ? {} : { body: JSON.stringify(body) }),
-  })
-  const text = await response.text()
-  if (!response.ok) throw new Error(`${method} ${route}: ${response.status} ${text}`)
-  return JSON.parse(text) as T
-}
 
 interface Tenant {
   readonly tenant_id: string
@@ -676,21 +578,6 @@ const checkConservation = async (pool: pg.Pool, tenants: ReadonlyArray<Tenant>):
   return { ok: problems.length === 0, completed, failed, pending, problems }
 }
 
-const runVerify = (dataDir: string): { ok: boolean; output: string } => {
-  const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: "warn" }
-  delete env.DATABASE_URL
-  const run = spawnSync(
-    "sh",
-    [path.join(root, "scripts/node.sh"), path.join(root, "src/cli/main.ts"), "verify"],
-    {
-      env,
-      encoding: "utf8",
-      timeout: 600_000,
-    },
-  )
-  return { ok: run.status === 0, output: `${run.stdout ?? ""}${run.stderr ?? ""}`.trim() }
-}
-
 // --- the CPU profile ----------------------------------------------------------------------------
 
 interface CpuProfile {
@@ -916,7 +803,12 @@ const benchmark = async (dataDir: string, defer: (undo: () => unknown) => void) 
   // platform and the CLI share it, as they would share one the platform started.
   const own = pg_statements ? await startInstrumentedDatabase(dataDir) : undefined
   if (own !== undefined) defer(() => own.stop())
-  const server = await startServer(dataDir, profileDir)
+  const server = await startServer({
+    dataDir,
+    profileDir,
+    // Social payments touch no chain: no local chains, so their block production takes no CPU.
+    env: { SANDBOX_EVM_CHAINS: process.env.SANDBOX_EVM_CHAINS ?? "" },
+  })
   defer(() => (server.child.exitCode === null ? stopServer(server) : undefined))
   const pid = server.child.pid as number
   log(`server: pid ${pid}, ${server.url}, healthy after ${round((performance.now() - started) / 1_000, 1)} s`)

@@ -1,0 +1,146 @@
+/**
+ * What the benchmarks share: starting the platform (`src/main.ts`) as a child process on its
+ * embedded PostgreSQL, stopping it, calling its HTTP API, running the auditor's `verify`, and the
+ * small numeric helpers their reports use. Progress goes to stderr; a benchmark's last stdout line
+ * is its JSON summary.
+ */
+import { type ChildProcess, spawn, spawnSync } from "node:child_process"
+import * as path from "node:path"
+import { freePort } from "../src/db/embedded.ts"
+
+export const root = path.join(import.meta.dirname, "..")
+export const log = (line: string) => process.stderr.write(`${line}\n`)
+export const round = (value: number, digits = 1): number => Math.round(value * 10 ** digits) / 10 ** digits
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** The value at `p` percent of an ascending array (nearest rank below). */
+export const percentile = (sorted: ArrayLike<number>, p: number): number =>
+  sorted.length === 0 ? 0 : (sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0)
+
+// --- the platform under test --------------------------------------------------------------------
+
+export interface Server {
+  readonly child: ChildProcess
+  readonly url: string
+  readonly output: () => string
+  /** Server log lines at warn level or above (JSON lines on stdout). */
+  readonly warnings: () => ReadonlyArray<string>
+}
+
+export interface ServerOptions {
+  readonly dataDir: string
+  /** Variables added to this process's environment (DATABASE_URL is always removed). */
+  readonly env?: Readonly<Record<string, string>>
+  /** Run under `node --cpu-prof`, writing the profile here. */
+  readonly profileDir?: string | undefined
+}
+
+export const startServer = async (options: ServerOptions): Promise<Server> => {
+  const port = await freePort()
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    DATA_DIR: options.dataDir,
+    PORT: String(port),
+    LOG_LEVEL: "warn",
+    ...options.env,
+  }
+  delete env.DATABASE_URL
+  const flags = options.profileDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${options.profileDir}`]
+  const child = spawn(process.execPath, [...flags, path.join(root, "src/main.ts")], {
+    env,
+    stdio: ["ignore", "pipe", "pipe"],
+  })
+  let output = ""
+  const warnings: string[] = []
+  const keep = (chunk: Buffer) => {
+    const text = chunk.toString()
+    output = (output + text).slice(-65_536)
+    for (const line of text.split("\n")) if (/"level":"(WARN|ERROR|FATAL)"/i.test(line)) warnings.push(line)
+  }
+  child.stdout?.on("data", keep)
+  child.stderr?.on("data", keep)
+  const url = `http://127.0.0.1:${port}`
+  // The first start runs initdb: allow it a while.
+  const deadline = Date.now() + 180_000
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`platform exited ${child.exitCode}: ${output}`)
+    const healthy = await fetch(`${url}/health`).then(
+      (r) => r.ok,
+      () => false,
+    )
+    if (healthy) break
+    if (Date.now() > deadline) {
+      child.kill("SIGKILL")
+      throw new Error(`platform did not become healthy: ${output}`)
+    }
+    await sleep(100)
+  }
+  return { child, url, output: () => output, warnings: () => warnings }
+}
+
+export const stopServer = async (server: Server): Promise<number | null> => {
+  const { child } = server
+  if (child.exitCode !== null) return child.exitCode
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
+  child.kill("SIGTERM")
+  let timer: NodeJS.Timeout | undefined
+  const timeout = new Promise<"timeout">((resolve) => {
+    timer = setTimeout(() => resolve("timeout"), 60_000)
+  })
+  const outcome = await Promise.race([exited, timeout])
+  clearTimeout(timer)
+  if (outcome === "timeout") {
+    log("server did not exit within 60 s of SIGTERM: killing it")
+    child.kill("SIGKILL")
+    return exited
+  }
+  return outcome
+}
+
+// --- the HTTP API -------------------------------------------------------------------------------
+
+export interface Credentials {
+  readonly tenant_id: string
+  readonly api_key: string
+}
+
+/** One API call; a non-2xx answer throws with its body. */
+export const call = async <T>(
+  base: string,
+  method: string,
+  route: string,
+  body: unknown,
+  credentials?: Credentials,
+): Promise<T> => {
+  const response = await fetch(`${base}${route}`, {
+    method,
+    headers: {
+      "content-type": "application/json",
+      ...(credentials === undefined
+        ? {}
+        : { authorization: `Bearer ${credentials.api_key}`, "x-tenant-id": credentials.tenant_id }),
+    },
+    ...(method === "GET" ? {} : { body: JSON.stringify(body) }),
+  })
+  const text = await response.text()
+  if (!response.ok) throw new Error(`${method} ${route}: ${response.status} ${text}`)
+  return JSON.parse(text) as T
+}
+
+// --- the auditor --------------------------------------------------------------------------------
+
+/** Runs `ledger verify` over the stopped platform's DATA_DIR. */
+export const runVerify = (dataDir: string): { ok: boolean; output: string } => {
+  const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: "warn" }
+  delete env.DATABASE_URL
+  const run = spawnSync(
+    "sh",
+    [path.join(root, "scripts/node.sh"), path.join(root, "src/cli/main.ts"), "verify"],
+    {
+      env,
+      encoding: "utf8",
+      timeout: 600_000,
+    },
+  )
+  return { ok: run.status === 0, output: `${run.stdout ?? ""}${run.stderr ?? ""}`.trim() }
+}
