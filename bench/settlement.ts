@@ -14,7 +14,10 @@
  * its webhook arrived. Every transfer must complete: a `payment.failed`, a non-2xx answer or a
  * webhook missing after BENCH_WAIT_SECONDS (default 120) counts as an error.
  *
- * Afterwards it stops the server and runs the auditor's `verify` over the ledger. Last line:
+ * Where the time went, per chain: the median and p95 of each stage as the platform recorded it
+ * (request -> signed, signed -> broadcast, broadcast -> settled in the ledger, settled -> webhook
+ * attempt started). Afterwards it stops the server and runs the auditor's `verify` over the ledger.
+ * Last line:
  * {"p50_ms","p95_ms","by_chain":{"<chain>":{"family","p50_ms","p95_ms","max_ms","completed","errors"}},
  *  "errors","verify","target_p95_ms":3000,"target_met"}.
  */
@@ -24,7 +27,9 @@ import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
+import pg from "pg"
 import { verifySignature } from "../domain/webhooks/signature.ts"
+import { ensureDatabase, startEmbedded } from "../src/db/embedded.ts"
 import {
   type Credentials,
   call,
@@ -194,6 +199,38 @@ interface ChainFigures {
   readonly errors: number
 }
 
+/** Median and p95 (ms) of each stage of the settled transfers, per chain, from the platform's records. */
+const reportStages = async (dataDir: string) => {
+  // The platform's own embedded server, attached to (never stopped from here).
+  const url = await ensureDatabase((await startEmbedded({ dataDir })).url, "platform")
+  const pool = new pg.Pool({ connectionString: url, max: 1 })
+  pool.on("error", () => {})
+  try {
+    const stages = await pool.query<{ chain: string; stage: string; p50: number; p95: number }>(
+      `with transfer as (
+         select t.chain, t.created_at, t.signed_at, t.broadcast_at, coalesce(t.completed_at, t.failed_at) as settled_at,
+                (select min(a.started_at) from platform.webhook_events e
+                   join platform.webhook_deliveries d on d.event_id = e.event_id
+                   join platform.webhook_attempts a on a.delivery_id = d.delivery_id
+                  where e.data->>'transaction_id' = t.transfer_id) as webhook_at
+           from platform.chain_transfers t),
+       stage as (
+         select chain, '1 request -> signed' as stage, signed_at - created_at as took from transfer
+         union all select chain, '2 signed -> broadcast', broadcast_at - signed_at from transfer
+         union all select chain, '3 broadcast -> settled', settled_at - broadcast_at from transfer
+         union all select chain, '4 settled -> webhook sent', webhook_at - settled_at from transfer)
+       select chain, stage,
+              round(extract(epoch from percentile_cont(0.5) within group (order by took)) * 1000)::int as p50,
+              round(extract(epoch from percentile_cont(0.95) within group (order by took)) * 1000)::int as p95
+         from stage where took is not null group by chain, stage order by chain, stage`,
+    )
+    for (const row of stages.rows)
+      log(`  ${row.chain} ${row.stage.padEnd(28)} p50 ${row.p50} ms, p95 ${row.p95} ms`)
+  } finally {
+    await pool.end()
+  }
+}
+
 const benchmark = async (dataDir: string, defer: (undo: () => unknown) => void) => {
   log(
     `machine: ${os.cpus().length} cores, load average ${os
@@ -295,6 +332,7 @@ const benchmark = async (dataDir: string, defer: (undo: () => unknown) => void) 
     )
   }
   all.sort((a, b) => a - b)
+  await reportStages(dataDir)
   if (receiver.badSignatures() > 0) log(`webhooks with a bad signature: ${receiver.badSignatures()}`)
   const warnings = server.warnings()
   log(`server log lines at warn or above: ${warnings.length}`)
