@@ -394,15 +394,21 @@ export function startDepositWatcher(
     }
   }
 
+  /**
+   * Scans one chain under its advisory lock (session level, on this connection). A connection whose
+   * unlock did not go through is destroyed, not pooled: closing it is what releases the lock then.
+   */
   const scanChain = async (watched: WatchedChain): Promise<ChainScanReport> => {
     const db = await pool.connect()
     const lock = `chain-deposits:${watched.environment}:${watched.chain}`
+    let unlocked = false
     try {
       const locked = await db.query<{ locked: boolean }>(
         "select pg_try_advisory_lock(hashtextextended($1, 0)) as locked",
         [lock],
       )
       if (locked.rows[0]?.locked !== true) {
+        unlocked = true
         const busy = { recorded: 0, credited: 0, orphaned: 0, blocks: null }
         return { environment: watched.environment, chain: watched.chain, outcome: "busy", ...busy }
       }
@@ -410,9 +416,10 @@ export function startDepositWatcher(
         return await scanLocked(db, watched)
       } finally {
         await db.query("select pg_advisory_unlock(hashtextextended($1, 0))", [lock])
+        unlocked = true
       }
     } finally {
-      db.release()
+      db.release(!unlocked)
     }
   }
 

@@ -251,24 +251,29 @@ describe("deposits (EVM)", () => {
     const snapshot = await node.rpc("evm_snapshot")
     const first = await deposit(wallet.address, amount)
     const raw = (await node.rpc("eth_getRawTransactionByHash", [first.tx_hash])) as Hex
+    await mine(1)
     await watcher.scanOnce()
     const seen = await rowsOf(wallet.wallet_id)
-    expect(seen.map((row) => [row.status, row.block_hash])).toEqual([["seen", first.block_hash]])
+    expect(seen.map((row) => [row.status, row.block_hash, row.log_index])).toEqual([
+      ["seen", first.block_hash, 0],
+    ])
 
-    // The reorg: the block is replaced; the same signed transaction lands two blocks later, behind
-    // another transfer in its block (so its log index changes too).
+    // The reorg replaces both blocks: the same signed transaction lands at the same height, behind
+    // another transfer (a higher tip goes first), so its block hash and log index change. The new
+    // blocks are below the watcher's cursor: only its re-read of the last `depth` blocks finds it.
     await node.rpc("evm_revert", [snapshot])
-    await mine(2)
     await node.rpc("evm_setAutomine", [false])
     await callStablecoinUnmined(issuer.key, "mint", [testWallet(20).address, 1n])
     await node.rpc("eth_sendRawTransaction", [raw])
-    await node.rpc("evm_mine")
+    await mine(2)
     await node.rpc("evm_setAutomine", [true])
     const receipt = (await node.rpc("eth_getTransactionReceipt", [first.tx_hash])) as {
       blockHash: string
       blockNumber: string
+      logs: ReadonlyArray<{ logIndex: string }>
     }
     expect(receipt.blockHash).not.toBe(first.block_hash)
+    expect(receipt.logs.map((log) => Number(log.logIndex))).toEqual([1])
 
     for (let i = 0; i < depth + 1; i++) {
       await watcher.scanOnce()
@@ -284,6 +289,7 @@ describe("deposits (EVM)", () => {
       tx_hash: first.tx_hash,
       block_hash: receipt.blockHash,
       block_number: BigInt(receipt.blockNumber),
+      log_index: 1,
     })
     expect(await balanceOf(wallet.wallet_id)).toBe(amount)
     expect(await ledgerCreditsOf(wallet.wallet_id)).toBe(1)
@@ -346,5 +352,7 @@ async function callStablecoinUnmined(
     args,
     chain: null,
     gas: 200_000n,
+    maxFeePerGas: 200_000_000_000n,
+    maxPriorityFeePerGas: 100_000_000_000n,
   })
 }
