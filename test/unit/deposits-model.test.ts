@@ -1,6 +1,7 @@
 // Proves the deposit decisions as tables of cases, the ugly ones included: how one scan's sightings
 // update, move or add rows (a re-included transaction keeps its row, a credited row is never
-// touched, places stay unique), and when a `seen` row is credited, orphaned or left to wait.
+// touched, places stay unique), when a `seen` row is credited, orphaned or left to wait, and that
+// the simulator's deposit.confirmed sample has the real event's fields.
 import { describe, expect, it } from "vitest"
 import {
   type DepositRow,
@@ -8,8 +9,10 @@ import {
   judgeSeenDeposit,
   planSightings,
   type Sighting,
+  toDepositEvent,
 } from "../../src/deposits/model.ts"
 import type { InclusionProof, TransactionStatus } from "../../src/ports/chain.ts"
+import { sampleEventData } from "../../src/webhooks/simulate.ts"
 
 const asset = { code: "USDC@ethereum", symbol: "USDC", chain: "ethereum", decimals: 6 }
 const tx = "0xaaaa"
@@ -195,5 +198,35 @@ describe("depositLedgerId", () => {
     expect(depositLedgerId("production", "ethereum", "0xabcd", 3)).not.toBe(
       depositLedgerId("sandbox", "ethereum", "0xabcd", 3),
     )
+  })
+})
+
+describe("the deposit.confirmed sample of the sandbox simulator", () => {
+  it("has exactly the fields of a real event's data, plus simulated", () => {
+    const row: DepositRow = {
+      deposit_id: "dep_1",
+      tenant_id: "ten_1",
+      environment: "sandbox",
+      wallet_id: "wal_a",
+      chain: "ethereum",
+      token: "USDC@ethereum",
+      token_decimals: 6,
+      token_contract: "0xC",
+      to_address: "0xA",
+      from_address: "0xF",
+      amount: 250_000_000n,
+      tx_hash: tx,
+      log_index: 41,
+      block_number: 10n,
+      block_hash: "0xb1",
+      status: "credited",
+      confirmations: 64,
+      seen_at: new Date(0),
+      credited_at: new Date(1),
+      orphaned_at: null,
+    }
+    const sample = sampleEventData("deposit.confirmed", new Date(1))
+    expect(Object.keys(sample).sort()).toEqual([...Object.keys(toDepositEvent(row)), "simulated"].sort())
+    expect(toDepositEvent(row)).toMatchObject({ amount: "250.00", token: "USDC", block_number: "10" })
   })
 })
