@@ -2,9 +2,9 @@
  * The platform's entry point (`npm start`): the composition root. It reads the configuration, opens
  * the database (embedded PostgreSQL in DATA_DIR unless DATABASE_URL is set), applies migrations,
  * and runs the ledger writer, the projections, the expiry sweeper, the transfer worker, the deposit
- * watchers and the HTTP API until SIGINT or SIGTERM, then stops them in reverse order (the local chains, then the embedded
- * server last). The sandbox's local EVM chains (SANDBOX_EVM_CHAINS) start before the services that
- * use them.
+ * watchers and the HTTP API until SIGINT or SIGTERM, then stops them in reverse order (the local
+ * chains, then the embedded server last). The sandbox's local EVM chains (SANDBOX_EVM_CHAINS) start
+ * before the services that use them.
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Cause, Context, Effect, Exit, Layer, Logger, References, Runtime, Schedule } from "effect"

@@ -240,7 +240,8 @@ export function startDepositWatcher(
         await db.query(
           `update platform.chain_deposits
               set log_index = $2, block_number = $3, block_hash = $4, wallet_id = $5, tenant_id = $6,
-                  from_address = $7, to_address = $8, amount = $9, status = 'seen', orphaned_at = null
+                  from_address = $7, to_address = $8, amount = $9, token = $10, token_decimals = $11,
+                  token_contract = $12, status = 'seen', orphaned_at = null
             where deposit_id = $1 and status <> 'credited'`,
           [
             deposit_id,
@@ -252,6 +253,9 @@ export function startDepositWatcher(
             sighting.from_address,
             sighting.to_address,
             sighting.amount.toString(),
+            sighting.asset.code,
+            sighting.asset.decimals,
+            sighting.contract,
           ],
         )
       }
