@@ -2,7 +2,8 @@
 // (anvil mining on demand, the platform stablecoin, PostgreSQL, the ledger writer with the deposit
 // hook): not before the finality depth; once, however often and by however many watchers the chain
 // is scanned; never after a reorg that took the transaction away; once, at its new block, after a
-// reorg that re-included it elsewhere; across a watcher restart; and never for an ignored sender.
+// reorg that re-included it elsewhere; across a watcher restart (and listed page by page); and never
+// for an ignored sender.
 import { bytesToHex } from "@noble/hashes/utils.js"
 import { Effect } from "effect"
 import { type Address, createWalletClient, type Hex, http } from "viem"
@@ -14,6 +15,7 @@ import type { JsonObject } from "../../domain/webhooks/events.ts"
 import { type AnvilNode, startAnvil } from "../../src/chains/anvil.ts"
 import { deployStablecoin, stablecoin_abi } from "../../src/chains/stablecoin.ts"
 import { depositHook } from "../../src/deposits/hook.ts"
+import { listDeposits } from "../../src/deposits/list.ts"
 import { type DepositRow, fromDb } from "../../src/deposits/model.ts"
 import { type DepositWatcher, startDepositWatcher, type WatchedChain } from "../../src/deposits/watcher.ts"
 import { type LedgerWriterService, makeLedgerWriter } from "../../src/ledger/writer.ts"
@@ -322,6 +324,18 @@ describe("deposits (EVM)", () => {
     expect(await balanceOf(wallet.wallet_id)).toBe(3_000_000n)
     expect(await ledgerCreditsOf(wallet.wallet_id)).toBe(2)
     expect(await outboxOf(wallet.wallet_id)).toHaveLength(2)
+
+    // The API's list pages through them newest first.
+    const filter = { wallet_id: wallet.wallet_id, limit: 1 }
+    const first_page = await listDeposits(db.pool, tenant_id, "sandbox", filter)
+    expect(first_page.data.map((item) => item.amount)).toEqual(["2.00"])
+    expect(first_page.has_more).toBe(true)
+    const last_page = await listDeposits(db.pool, tenant_id, "sandbox", {
+      ...filter,
+      starting_after: first_page.next_cursor ?? "",
+    })
+    expect(last_page).toMatchObject({ has_more: false, next_cursor: null })
+    expect(last_page.data.map((item) => [item.amount, item.status])).toEqual([["1.00", "credited"]])
     expect(errors).toEqual([])
   })
 
