@@ -1,10 +1,10 @@
 /**
  * The platform's entry point (`npm start`): the composition root. It reads the configuration, opens
  * the database (embedded PostgreSQL in DATA_DIR unless DATABASE_URL is set), applies migrations,
- * and runs the ledger writer, the projections, the expiry sweeper, the transfer worker and the HTTP
- * API until SIGINT or SIGTERM, then stops them in reverse order (the local chains, then the embedded
- * server last). The sandbox's local EVM chains (SANDBOX_EVM_CHAINS) start before the services that
- * use them.
+ * and runs the ledger writer, the projections, the expiry sweeper, the transfer worker, the deposit
+ * watchers and the HTTP API until SIGINT or SIGTERM, then stops them in reverse order (the local
+ * chains, then the embedded server last). The sandbox's local EVM chains (SANDBOX_EVM_CHAINS) start
+ * before the services that use them.
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Cause, Context, Effect, Exit, Layer, Logger, References, Runtime, Schedule } from "effect"
@@ -12,11 +12,15 @@ import { makeEvmAdapter } from "../adapters/chains/evm/adapter.ts"
 import { makePostgresEventStore } from "../adapters/eventstore/postgres/event-store.ts"
 import { chainDefinition, type TokenSymbol } from "../domain/chains/registry.ts"
 import type { EvmChain } from "../domain/custody/derive.ts"
+import type { Environment } from "../domain/platform/scopes.ts"
+import { chainTokenAsset } from "../domain/platform/tokens.ts"
 import type { JsonObject } from "../domain/webhooks/events.ts"
 import { type SandboxChain, sandbox_finality_confirmations, startSandboxChain } from "./chains/sandbox.ts"
 import { type LogLevel, readConfig } from "./config.ts"
 import { type Custody, makeCustody, resolveKek } from "./custody/vault.ts"
 import { openDatabase } from "./db/open.ts"
+import { depositHook } from "./deposits/hook.ts"
+import { type DepositToken, startDepositWatcher, type WatchedChain } from "./deposits/watcher.ts"
 import { HttpServerLive } from "./http/server.ts"
 import { ExpirySweeperLive } from "./ledger/expiry.ts"
 import { LedgerWriter, makeLedgerWriter } from "./ledger/writer.ts"
@@ -142,7 +146,11 @@ const LedgerLive = Layer.effectContext(
       transaction: {
         appendInTransaction: (stream_id, expected, events, work) =>
           store.appendInTransaction(stream_id, expected, events, work),
-        hook: composeHooks(ledgerHook(enqueueOutbox), transferHook({ boss, enqueue: enqueueOutbox })),
+        hook: composeHooks(
+          ledgerHook(enqueueOutbox),
+          transferHook({ boss, enqueue: enqueueOutbox }),
+          depositHook({ enqueue: enqueueOutbox }),
+        ),
       },
     })
     return Context.make(EventStore, store).pipe(Context.add(LedgerWriter, writer))
@@ -289,6 +297,62 @@ const TransferWorkerLive = Layer.effectDiscard(
   }),
 )
 
+/**
+ * Credits deposits: one watcher for the sandbox's local chains (final after one block, like their
+ * transfers; the faucet's mints from the zero address are credited by the faucet itself, so they
+ * are ignored here) and one for the production chains (final at the registry's depth).
+ */
+const zero_address = "0x0000000000000000000000000000000000000000"
+const DepositWatchersLive = Layer.effectDiscard(
+  Effect.gen(function* () {
+    const { pool } = yield* Database
+    const writer = yield* LedgerWriter
+    const chains = yield* Chains
+    const watchedChain = (environment: Environment, chain: EvmChain, finality_confirmations: number) => {
+      const running = chains.get(environment, chain)
+      if (running === undefined) return []
+      const tokens: Array<DepositToken> = []
+      for (const [symbol, contract] of running.contracts) {
+        const asset = chainTokenAsset(chain, symbol)
+        if (asset !== null) tokens.push({ asset, contract })
+      }
+      return [{ environment, chain, adapter: running.adapter, tokens, finality_confirmations }]
+    }
+    const watchers: ReadonlyArray<readonly [ReadonlyArray<WatchedChain>, ReadonlySet<string>]> = [
+      [
+        config.sandboxEvmChains.flatMap((chain) =>
+          watchedChain("sandbox", chain, sandbox_finality_confirmations),
+        ),
+        new Set([zero_address]),
+      ],
+      [
+        [...config.chainRpcUrls.keys()].flatMap((chain) =>
+          watchedChain("production", chain, chainDefinition(chain).confirmations.count),
+        ),
+        new Set(),
+      ],
+    ]
+    for (const [watched, ignore_from] of watchers) {
+      if (watched.length === 0) continue
+      yield* Effect.acquireRelease(
+        Effect.sync(() =>
+          startDepositWatcher(
+            { pool, writer, chains: watched },
+            {
+              ignore_from,
+              onError: (error) => Effect.runFork(Effect.logError("deposit watcher error", String(error))),
+            },
+          ),
+        ),
+        (watcher) => Effect.promise(() => watcher.stop()),
+      )
+      yield* Effect.logInfo("deposit watcher running").pipe(
+        Effect.annotateLogs({ chains: watched.map((chain) => `${chain.environment}:${chain.chain}`) }),
+      )
+    }
+  }),
+)
+
 const PlatformLive = Layer.effect(
   Platform,
   Effect.gen(function* () {
@@ -332,6 +396,7 @@ const Services = Layer.mergeAll(
   ExpirySweeperLive,
   SettlementSweeperLive,
   TransferWorkerLive,
+  DepositWatchersLive,
 ).pipe(
   Layer.provideMerge(PlatformLive),
   Layer.provideMerge(LedgerLive),

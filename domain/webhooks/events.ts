@@ -10,6 +10,7 @@ export const webhookEventTypes = [
   "payment.pending",
   "wallet.created",
   "identity.linked",
+  "deposit.confirmed",
 ] as const
 export type WebhookEventType = (typeof webhookEventTypes)[number]
 

@@ -649,6 +649,43 @@ export class TransfersApi extends HttpApiGroup.make("transfers")
   )
   .middleware(Authentication) {}
 
+/** A token transfer into one of the tenant's custody addresses (see src/deposits). */
+export const Deposit = Schema.Struct({
+  deposit_id: Schema.String,
+  wallet_id: Schema.String,
+  status: Schema.Literals(["seen", "credited", "orphaned"]),
+  chain: Schema.String,
+  token: Schema.String,
+  amount: Schema.String,
+  from_address: Schema.String,
+  to_address: Schema.String,
+  tx_hash: Schema.String,
+  log_index: Schema.Number,
+  block_number: Schema.String,
+  block_hash: Schema.String,
+  confirmations: Schema.NullOr(Schema.Number),
+  seen_at: Timestamp,
+  credited_at: Schema.NullOr(Timestamp),
+}).annotate({ identifier: "Deposit" })
+
+export class DepositsApi extends HttpApiGroup.make("deposits")
+  .add(
+    scoped(
+      HttpApiEndpoint.get("list", "/api/v2/deposits", {
+        query: { ...ListQuery, wallet_id: Schema.optional(Text) },
+        success: Page(Deposit),
+      }),
+      "wallets:read",
+    ).annotate(
+      OpenApi.Description,
+      "Requires scope `wallets:read`. Token transfers into the caller's custody wallets, newest first, " +
+        "optionally of one wallet: `seen` while the chain has the transfer less deep than its " +
+        "confirmation depth, `credited` once it is final and the wallet's balance holds it (announced " +
+        "by `deposit.confirmed`), `orphaned` when a reorganisation took it away (never credited).",
+    ),
+  )
+  .middleware(Authentication) {}
+
 export class PlatformApi extends HttpApi.make("platform")
   .add(SystemApi)
   .add(RegistrationApi)
@@ -660,6 +697,7 @@ export class PlatformApi extends HttpApi.make("platform")
   .add(IdentitiesApi)
   .add(PaymentsApi)
   .add(TransfersApi)
+  .add(DepositsApi)
   .add(WebhooksApi)
   .annotate(HttpApi.PayloadParseOptions, { onExcessProperty: "error" })
   .annotateMerge(

@@ -12,6 +12,7 @@ import { Database } from "../ports/database.ts"
 import { PlatformApi, Unhealthy } from "./api.ts"
 import { AuthenticationLive } from "./auth.ts"
 import { ChainsHandlers } from "./handlers/chains.ts"
+import { DepositsHandlers } from "./handlers/deposits.ts"
 import { IdentitiesHandlers } from "./handlers/identities.ts"
 import { PaymentsHandlers } from "./handlers/payments.ts"
 import { KeysHandlers, RegistrationHandlers, TenantHandlers } from "./handlers/tenants.ts"
@@ -46,6 +47,7 @@ const Handlers = Layer.mergeAll(
   IdentitiesHandlers,
   PaymentsHandlers,
   TransfersHandlers,
+  DepositsHandlers,
   WebhooksHandlers,
 )
 

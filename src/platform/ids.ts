@@ -10,6 +10,7 @@ export const idPrefixes = {
   wallet: "wal",
   identity: "idn",
   transaction: "txn",
+  deposit: "dep",
 } as const
 
 /** @example newId("wal") // "wal_0193a0b1c2d37e4f8a9b0c1d2e3f4a5b" */

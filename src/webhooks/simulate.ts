@@ -46,7 +46,7 @@ const samplePayment = (status: "completed" | "failed" | "pending", created_at: D
 
 /**
  * A sample `data` for `event_type`, with the fields of the real event's `data` (the Transaction,
- * Wallet or Identity view) plus `simulated: true`.
+ * Wallet, Identity or Deposit view) plus `simulated: true`.
  * @example sampleEventData("payment.completed", new Date()).metadata // { order_id: "order_1042" }
  */
 export function sampleEventData(event_type: WebhookEventType, created_at: Date): JsonObject {
@@ -77,6 +77,23 @@ export function sampleEventData(event_type: WebhookEventType, created_at: Date):
         status: "linked",
         linked_at: created_at.toISOString(),
         unlinked_at: null,
+        simulated: true,
+      }
+    case "deposit.confirmed":
+      return {
+        deposit_id: sampleId("dep"),
+        wallet_id: sampleId("wal"),
+        chain: "ethereum",
+        token: "USDC",
+        amount: "250.00",
+        from_address: "0x28C6c06298d514Db089934071355E5743bf21d60",
+        to_address: "0x52908400098527886E0F7030069857D2E4169EE7",
+        tx_hash: "0x5c504ed432cb51138bcf09aa5e8a410dd4a1e204ef84bfed1be16dfba1b22060",
+        log_index: 41,
+        block_number: "21480375",
+        block_hash: "0x9b83c12c69edb74f6c8dd5d052765c1adf940e320bd1291696e6fa07829eee71",
+        confirmations: 64,
+        credited_at: created_at.toISOString(),
         simulated: true,
       }
     default:

@@ -184,7 +184,13 @@ describe("tenant isolation", () => {
       expectError(response, 404, code)
     }
 
-    const lists = ["/api/v1/wallets", "/api/v1/identities", "/api/v1/transactions", "/api/v1/webhooks"]
+    const lists = [
+      "/api/v1/wallets",
+      "/api/v1/identities",
+      "/api/v1/transactions",
+      "/api/v1/webhooks",
+      "/api/v2/deposits",
+    ]
     const aIds = [
       payer.wallet_id,
       payee.wallet_id,

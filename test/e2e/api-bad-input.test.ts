@@ -717,6 +717,20 @@ const walletCases: ReadonlyArray<Case> = (() => {
   ]
 })()
 
+const depositCases: ReadonlyArray<Case> = [
+  ...limitCases(() => "/api/v2/deposits"),
+  endpoint("GET", `/api/v2/deposits?wallet_id=${unknownWallet}`)(
+    "deposits of an unknown wallet",
+    undefined,
+    refused(404, "wallet_not_found", "wallet_id"),
+  ),
+  endpoint("GET", (f) => `/api/v2/deposits?wallet_id=${f.other_wallet}`)(
+    "deposits of another tenant's wallet",
+    undefined,
+    refused(404, "wallet_not_found", "wallet_id"),
+  ),
+]
+
 const faucetCases: ReadonlyArray<Case> = (() => {
   const faucet = endpoint("POST", "/api/v1/sandbox/faucet")
   const on = (wallet: keyof Fixture["wallets"], token: string, amount: Json) => (f: Fixture) => ({
@@ -1233,6 +1247,7 @@ describe.each([
   ["identities", identityCases],
   ["POST /api/social-payments/pay", payCases],
   ["transactions", transactionCases],
+  ["deposits", depositCases],
   ["webhooks", webhookCases],
   ["authentication", authCases],
   ["NUL characters", nulCases],

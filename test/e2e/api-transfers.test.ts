@@ -3,7 +3,9 @@
 // token contracts for ethereum only; the faucet credits the ledger and mints on chain; POST
 // /api/v2/transfers sends to a fresh address and completes with the chain's proof within seconds:
 // the recipient holds exactly the amount on chain, the wallet's ledger balance fell by amount + fee,
-// and a payment.completed webhook arrives. GET /api/v1/transactions/{id}/verify re-reads the chain
+// and a payment.completed webhook arrives. A transfer to another custody wallet of the tenant is a
+// deposit there: credited once, announced by deposit.confirmed and listed by GET /api/v2/deposits,
+// while the faucet's mint is not a deposit. GET /api/v1/transactions/{id}/verify re-reads the chain
 // and confirms the completed transfer with the same proof. Bad requests get the platform's error shape.
 import { type Address, createPublicClient, erc20Abi, http } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
@@ -14,6 +16,7 @@ import type {
   Balance,
   ChainInfo,
   ChainTransfer,
+  Deposit,
   Identity,
   Transaction,
   TransactionVerification,
@@ -71,7 +74,11 @@ beforeAll(async () => {
   rpc_url = sandboxRpcUrl(platform.output())
   ;({ client } = await registerTenant(platform.url))
   expectOk(
-    await client.post("/api/v1/webhooks", { url: receiver.url, events: ["payment.completed"], secret }),
+    await client.post("/api/v1/webhooks", {
+      url: receiver.url,
+      events: ["payment.completed", "deposit.confirmed"],
+      secret,
+    }),
     201,
   )
   wallet = expectOk(
@@ -180,6 +187,63 @@ describe("POST /api/v2/transfers on the local chain", () => {
     )
     expect(webhook.body.event_type).toBe("payment.completed")
     expect(webhook.body.data).toMatchObject({ status: "completed", tx_hash: current.tx_hash })
+  })
+
+  it("credits a transfer to another custody wallet of the tenant once, as a deposit; the faucet's mint is none", async () => {
+    const payee = expectOk(
+      await client.post<typeof Wallet.Type>("/api/v1/wallets", {
+        external_id: "deposit-payee",
+        label: "payee",
+        chain: "ethereum",
+      }),
+      201,
+    )
+    const sent = expectOk(
+      await client.post<TransferView>("/api/v2/transfers", {
+        from_wallet: wallet.wallet_id,
+        to_address: payee.address,
+        amount: "10",
+        token: "USDC",
+        chain: "ethereum",
+      }),
+      202,
+    )
+    const webhook = await receiver.waitFor(
+      (request) =>
+        request.body.event_type === "deposit.confirmed" && request.body.data.wallet_id === payee.wallet_id,
+      completion_wait_ms_max,
+    )
+    const transfer = expectOk(await client.get<TransferView>(`/api/v2/transfers/${sent.transaction_id}`))
+    expect(webhook.body.data).toMatchObject({
+      chain: "ethereum",
+      token: "USDC",
+      amount: "10.00",
+      from_address: wallet.address,
+      to_address: payee.address,
+      tx_hash: transfer.tx_hash,
+    })
+    type DepositPage = { data: ReadonlyArray<typeof Deposit.Type>; has_more: boolean }
+    const listed = expectOk(await client.get<DepositPage>(`/api/v2/deposits?wallet_id=${payee.wallet_id}`))
+    expect(listed.data.map((deposit) => [deposit.deposit_id, deposit.status, deposit.amount])).toEqual([
+      [webhook.body.data.deposit_id, "credited", "10.00"],
+    ])
+    const balance = expectOk(
+      await client.get<typeof Balance.Type>(`/api/v1/wallets/${payee.wallet_id}/balance`),
+    )
+    expect(balance.tokens.find((token) => token.token === "USDC")?.amount).toBe("10.00")
+    // The sender was funded by the faucet only: its mint from the zero address is no deposit.
+    const minted = expectOk(await client.get<DepositPage>(`/api/v2/deposits?wallet_id=${wallet.wallet_id}`))
+    expect(minted.data).toEqual([])
+    expectError(await client.get("/api/v2/deposits?wallet_id=wal_missing"), 404, "wallet_not_found")
+    // Later scans change nothing: still one deposit, one credit.
+    await new Promise((resolve) => setTimeout(resolve, 2_500))
+    expect(
+      expectOk(await client.get<DepositPage>(`/api/v2/deposits?wallet_id=${payee.wallet_id}`)).data,
+    ).toHaveLength(1)
+    const again = expectOk(
+      await client.get<typeof Balance.Type>(`/api/v1/wallets/${payee.wallet_id}/balance`),
+    )
+    expect(again.tokens.find((token) => token.token === "USDC")?.amount).toBe("10.00")
   })
 
   it("refuses a chain other than the wallet's, a bad address and an unknown transfer", async () => {

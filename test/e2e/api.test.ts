@@ -42,6 +42,7 @@ const allEvents = [
   "payment.pending",
   "wallet.created",
   "identity.linked",
+  "deposit.confirmed",
 ]
 /** The receiver alters the body of the first attempt of this order's payment events. */
 const tamperedOrder = "tamper-me"
