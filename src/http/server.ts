@@ -14,6 +14,7 @@ import { AuthenticationLive } from "./auth.ts"
 import { ChainsHandlers } from "./handlers/chains.ts"
 import { IdentitiesHandlers } from "./handlers/identities.ts"
 import { PaymentsHandlers } from "./handlers/payments.ts"
+import { ReconciliationHandlers } from "./handlers/reconciliation.ts"
 import { KeysHandlers, RegistrationHandlers, TenantHandlers } from "./handlers/tenants.ts"
 import { TransfersHandlers } from "./handlers/transfers.ts"
 import { WalletsHandlers } from "./handlers/wallets.ts"
@@ -46,6 +47,7 @@ const Handlers = Layer.mergeAll(
   IdentitiesHandlers,
   PaymentsHandlers,
   TransfersHandlers,
+  ReconciliationHandlers,
   WebhooksHandlers,
 )
 
