@@ -6,10 +6,13 @@
 //   with the account involved, by the endpoint and in the log by the scheduled job, and the report
 //   returns to "matched" once the chain is restored;
 // - verification: `GET /api/v1/transactions/{id}/verify` reports a mismatch, check by check, when the
-//   ledger's record of a transfer no longer says what the chain holds.
+//   ledger's record of a transfer no longer says what the chain holds;
+// - deposits: tokens sent on chain to a custody address by an outside account are credited to the
+//   wallet exactly once, announced by a signed `deposit.confirmed` webhook, and reconcile.
 import {
   type Address,
   createPublicClient,
+  createWalletClient,
   encodeAbiParameters,
   erc20Abi,
   type Hex,
@@ -20,6 +23,7 @@ import {
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type {
+  Balance,
   ChainInfo,
   ChainTransfer,
   Identity,
@@ -34,13 +38,17 @@ import {
   registerTenant,
   startPlatform,
 } from "../support/platform-process.ts"
+import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.ts"
 
 type Report = typeof ReconciliationReport.Type
 type TransferView = typeof ChainTransfer.Type
 
 const completion_wait_ms_max = 10_000
 
+const secret = "whsec_audit_e2e"
+
 let platform: RunningPlatform
+let receiver: WebhookReceiver
 let client: ApiClient
 let payer: typeof Wallet.Type
 let payee: typeof Wallet.Type
@@ -109,6 +117,7 @@ const waitCompleted = async (transfer: TransferView): Promise<TransferView> => {
 }
 
 beforeAll(async () => {
+  receiver = await startWebhookReceiver(secret)
   platform = await startPlatform({
     SANDBOX_EVM_CHAINS: "ethereum",
     RECONCILIATION_INTERVAL_SECONDS: "1",
@@ -116,6 +125,10 @@ beforeAll(async () => {
   })
   rpc_url = sandboxRpcUrl(platform.output())
   ;({ client } = await registerTenant(platform.url))
+  expectOk(
+    await client.post("/api/v1/webhooks", { url: receiver.url, events: ["deposit.confirmed"], secret }),
+    201,
+  )
   const chains = expectOk(await client.get<{ data: ReadonlyArray<typeof ChainInfo.Type> }>("/api/v2/chains"))
   const ethereum = chains.data.find((chain) => chain.chain === "ethereum")
   usdc = ethereum?.tokens.find((token) => token.token === "USDC")?.contract_address as Address
@@ -134,6 +147,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await platform?.stop()
+  await receiver?.close()
 })
 
 describe("reconciliation of ledger liabilities with on-chain custody balances", () => {
@@ -301,5 +315,63 @@ describe("GET /api/v1/transactions/{id}/verify finds a mismatch", () => {
       recipient,
     ])
     expect(await verify()).toMatchObject({ matches: true })
+  })
+})
+
+describe("deposits from outside the platform", () => {
+  it("credits a token transfer into a custody address exactly once, with a deposit.confirmed webhook", async () => {
+    const outsider = privateKeyToAccount(generatePrivateKey())
+    await rpc("anvil_setBalance", [outsider.address, numberToHex(10n ** 19n)])
+    // The outsider gets its tokens from the platform: an on-chain transfer out of the payer's wallet.
+    await waitCompleted(
+      expectOk(
+        await client.post<TransferView>("/api/v2/transfers", {
+          from_wallet: payer.wallet_id,
+          to_address: outsider.address,
+          amount: "5",
+          token: "USDC",
+          chain: "ethereum",
+        }),
+        202,
+      ),
+    )
+    const usdcOf = async (wallet_id: string) =>
+      expectOk(await client.get<typeof Balance.Type>(`/api/v1/wallets/${wallet_id}/balance`)).tokens.find(
+        (token) => token.token === "USDC",
+      )?.amount
+    expect(await usdcOf(payee.wallet_id)).toBe("10.00")
+
+    const sender = createWalletClient({ account: outsider, transport: http(rpc_url) })
+    const tx_hash = await sender.writeContract({
+      address: usdc,
+      abi: erc20Abi,
+      functionName: "transfer",
+      args: [payee.address as Address, 3_250_000n],
+      chain: null,
+    })
+    const webhook = await receiver.waitFor(
+      (request) => request.body.event_type === "deposit.confirmed" && request.body.data.tx_hash === tx_hash,
+      15_000,
+    )
+    expect(webhook.status).toBe(200)
+    expect(webhook.body.data).toMatchObject({
+      wallet_id: payee.wallet_id,
+      chain: "ethereum",
+      token: "USDC",
+      amount: "3.25",
+      tx_hash,
+    })
+    expect(String(webhook.body.data.from_address).toLowerCase()).toBe(outsider.address.toLowerCase())
+    expect(await usdcOf(payee.wallet_id)).toBe("13.25")
+
+    // Scans keep running every second: the deposit stays credited once.
+    await new Promise((resolve) => setTimeout(resolve, 3_000))
+    expect(await usdcOf(payee.wallet_id)).toBe("13.25")
+    expect(
+      receiver.received.filter(
+        (request) => request.body.event_type === "deposit.confirmed" && request.body.data.tx_hash === tx_hash,
+      ),
+    ).toHaveLength(1)
+    expect(group(await reconcileNow(), "USDC")).toMatchObject({ status: "matched" })
   })
 })
