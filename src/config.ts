@@ -16,6 +16,8 @@ export interface PlatformConfig {
   readonly pendingPaymentExpiryMs: number
   /** First webhook retry delay; it doubles per failure (capped at 6 h). Tests shorten it. */
   readonly webhookRetryBaseMs: number
+  /** Between two scheduled reconciliations of ledger liabilities with on-chain custody balances. */
+  readonly reconciliationIntervalMs: number
   /** EVM chains the sandbox runs locally (one anvil each); empty: none. */
   readonly sandboxEvmChains: ReadonlyArray<EvmChain>
   /** USD per whole native token, by chain (decimal strings), for gas estimates in USD. */
@@ -101,6 +103,7 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): PlatformConfig
     pendingPaymentExpiryMs:
       positiveInteger(env, "PAYMENT_PENDING_EXPIRY_SECONDS", 7 * 24 * 3600, 365 * 24 * 3600) * 1000,
     webhookRetryBaseMs: positiveInteger(env, "WEBHOOK_RETRY_BASE_MS", 30_000, 3_600_000),
+    reconciliationIntervalMs: positiveInteger(env, "RECONCILIATION_INTERVAL_SECONDS", 60, 86_400) * 1000,
     sandboxEvmChains: sandboxEvmChains(env),
     gasUsdRates: gasUsdRates(env),
     chainRpcUrls: chainRpcUrls(env),

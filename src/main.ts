@@ -36,6 +36,7 @@ import { Chains, type RunningChain } from "./ports/chains.ts"
 import { Database } from "./ports/database.ts"
 import { EventStore } from "./ports/event-store.ts"
 import { startProjection } from "./projections/runner.ts"
+import { startReconciler, toReportView } from "./reconciliation/reconciler.ts"
 import { composeHooks, transferHook } from "./transfers/hook.ts"
 import { createTransferQueue, startTransferWorker } from "./transfers/worker.ts"
 import { startWebhookEngine } from "./webhooks/engine.ts"
@@ -391,12 +392,50 @@ const SettlementSweeperLive = Layer.effectDiscard(
   }),
 )
 
+/**
+ * Compares ledger liabilities with on-chain custody balances every RECONCILIATION_INTERVAL_SECONDS
+ * (one process at a time) and logs each group: drift as an error with the accounts involved.
+ */
+const ReconcilerLive = Layer.effectDiscard(
+  Effect.gen(function* () {
+    const { pool } = yield* Database
+    const chains = yield* Chains
+    // The job's callbacks log through the platform's logger (JSON lines), not a default one.
+    const log = Effect.runForkWith(yield* Effect.context<never>())
+    yield* Effect.acquireRelease(
+      Effect.sync(() =>
+        startReconciler(
+          { pool, chains },
+          {
+            interval_ms: config.reconciliationIntervalMs,
+            onReport: (report) => {
+              const view = {
+                tenant_id: report.tenant_id,
+                environment: report.environment,
+                ...toReportView({ ...report, drift_since: null }),
+              }
+              log(
+                report.status === "drift"
+                  ? Effect.logError("reconciliation drift").pipe(Effect.annotateLogs(view))
+                  : Effect.logDebug("reconciliation").pipe(Effect.annotateLogs(view)),
+              )
+            },
+            onError: (error) => log(Effect.logError("reconciliation failed", String(error))),
+          },
+        ),
+      ),
+      (running) => Effect.promise(() => running.stop()),
+    )
+  }),
+)
+
 const Services = Layer.mergeAll(
   ProjectionsLive,
   ExpirySweeperLive,
   SettlementSweeperLive,
   TransferWorkerLive,
   DepositWatchersLive,
+  ReconcilerLive,
 ).pipe(
   Layer.provideMerge(PlatformLive),
   Layer.provideMerge(LedgerLive),

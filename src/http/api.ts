@@ -686,6 +686,68 @@ export class DepositsApi extends HttpApiGroup.make("deposits")
   )
   .middleware(Authentication) {}
 
+/**
+ * The latest reconciliation of one chain and token: the ledger's liabilities against the on-chain
+ * balances of the tenant's custody addresses, with money in flight and every account involved.
+ */
+export const ReconciliationReport = Schema.Struct({
+  chain: Schema.String,
+  token: Schema.String,
+  status: Schema.Literals(["matched", "in_flight", "drift"]),
+  ledger_balance: Schema.String,
+  on_chain_balance: Schema.String,
+  pending_outgoing: Schema.String,
+  pending_incoming: Schema.String,
+  difference: Schema.String,
+  drift: Schema.String,
+  accounts: Schema.Array(
+    Schema.Struct({
+      account_id: Schema.NullOr(Schema.String),
+      kind: Schema.String,
+      wallet_id: Schema.NullOr(Schema.String),
+      address: Schema.NullOr(Schema.String),
+      ledger_balance: Schema.NullOr(Schema.String),
+      on_chain_balance: Schema.NullOr(Schema.String),
+    }),
+  ),
+  checked_at: Timestamp,
+  drift_since: Schema.NullOr(Timestamp),
+}).annotate({ identifier: "ReconciliationReport" })
+
+const reconciliationDescription =
+  "For each chain and token the caller's wallets are on (chains with a running adapter): " +
+  "`ledger_balance` is what the ledger owes (posted balances of the wallet, fee and escrow accounts), " +
+  "`on_chain_balance` what the custody addresses hold. `pending_outgoing` (transfers reserved, perhaps " +
+  "already mined) and `pending_incoming` (deposits seen, not yet final) explain a `difference` " +
+  '(on chain minus ledger) while money is in flight: status "in_flight". Anything they do not explain is ' +
+  '`drift` (status "drift", found on two reads a second apart), with `drift_since`. `accounts` lists every ' +
+  "ledger account and custody address of the group with both balances."
+
+export class ReconciliationApi extends HttpApiGroup.make("reconciliation")
+  .add(
+    scoped(
+      HttpApiEndpoint.get("latest", "/api/v2/reconciliation", {
+        success: Schema.Struct({ data: Schema.Array(ReconciliationReport) }),
+      }),
+      "payments:read",
+    ).annotate(
+      OpenApi.Description,
+      `Requires scope \`payments:read\`. The latest report of the scheduled reconciliation job. ${reconciliationDescription}`,
+    ),
+  )
+  .add(
+    scoped(
+      HttpApiEndpoint.post("run", "/api/v2/reconciliation/runs", {
+        success: Schema.Struct({ data: Schema.Array(ReconciliationReport) }),
+      }),
+      "payments:read",
+    ).annotate(
+      OpenApi.Description,
+      `Requires scope \`payments:read\`. Reconciles the caller's chains now and answers the new reports. ${reconciliationDescription}`,
+    ),
+  )
+  .middleware(Authentication) {}
+
 export class PlatformApi extends HttpApi.make("platform")
   .add(SystemApi)
   .add(RegistrationApi)
@@ -698,6 +760,7 @@ export class PlatformApi extends HttpApi.make("platform")
   .add(PaymentsApi)
   .add(TransfersApi)
   .add(DepositsApi)
+  .add(ReconciliationApi)
   .add(WebhooksApi)
   .annotate(HttpApi.PayloadParseOptions, { onExcessProperty: "error" })
   .annotateMerge(

@@ -15,6 +15,7 @@ import { ChainsHandlers } from "./handlers/chains.ts"
 import { DepositsHandlers } from "./handlers/deposits.ts"
 import { IdentitiesHandlers } from "./handlers/identities.ts"
 import { PaymentsHandlers } from "./handlers/payments.ts"
+import { ReconciliationHandlers } from "./handlers/reconciliation.ts"
 import { KeysHandlers, RegistrationHandlers, TenantHandlers } from "./handlers/tenants.ts"
 import { TransfersHandlers } from "./handlers/transfers.ts"
 import { WalletsHandlers } from "./handlers/wallets.ts"
@@ -48,6 +49,7 @@ const Handlers = Layer.mergeAll(
   PaymentsHandlers,
   TransfersHandlers,
   DepositsHandlers,
+  ReconciliationHandlers,
   WebhooksHandlers,
 )
 

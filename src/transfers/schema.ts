@@ -1,5 +1,5 @@
 /**
- * The on-chain transfer records (versions 500-519). One row per transfer the platform sends to a
+ * The on-chain transfer records (versions 500-509). One row per transfer the platform sends to a
  * chain: what was asked, the signed transaction persisted before its broadcast (so a retry or a
  * restart rebroadcasts the same bytes and never signs anew), and the outcome with its proof.
  */

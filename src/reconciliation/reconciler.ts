@@ -1,0 +1,393 @@
+/**
+ * The reconciliation job: per tenant, environment, chain and token, compares what the ledger owes
+ * with what the tenant's custody addresses hold on chain (domain/chains/reconciliation.ts), stores the
+ * latest report per group and hands every report to `onReport` (the composition root logs drift).
+ *
+ * Reading order matters because nothing freezes the chain while the ledger is read. The ledger side
+ * (after the projection caught up with the ledger's head), the outgoing transfers it still reserves
+ * and the deposits seen but not credited are read first; the chain after. A transfer mined and
+ * settled in between was still reserved when the ledger was read, so it counts as in flight; a deposit
+ * credited in between was still `seen`. What can slip through is money that moved on chain after the
+ * ledger read without the platform knowing yet (a deposit mined in that instant): a group found
+ * drifting is therefore read again after `recheck_delay_ms`, and only drift found twice is reported.
+ *
+ * Ledger liabilities are the posted balances of every account of the asset except the two that stand
+ * for the outside world: the sandbox faucet (`world`) and the chain custody account (`chain_custody`,
+ * the clearing account between chain and ledger). By double entry that equals the money that came in
+ * (faucet, deposits) minus the money that left (settled transfers).
+ */
+import { Effect } from "effect"
+import type pg from "pg"
+import { type ReconciliationOutcome, reconcile } from "../../domain/chains/reconciliation.ts"
+import type { TokenSymbol } from "../../domain/chains/registry.ts"
+import { ledgerStreamId } from "../../domain/ledger/events.ts"
+import { formatAmount } from "../../domain/money/amount.ts"
+import type { Asset } from "../../domain/money/asset.ts"
+import type { Environment } from "../../domain/platform/scopes.ts"
+import { tokenAsset, type WalletChain } from "../../domain/platform/tokens.ts"
+import { waitForStreamHead } from "../ledger/queries.ts"
+import { ledgerOf } from "../platform/accounts.ts"
+import type { ChainsService, RunningChain } from "../ports/chains.ts"
+
+/** How long a run waits for the ledger projection to reach the ledger's head. */
+const projection_wait_ms = 5_000
+/** Balance reads one group sends to its chain at once. */
+const balance_read_concurrency = 8
+
+/** One account or custody address of a group, as the report lists it. */
+export interface ReconciliationAccount {
+  /** The ledger account, or null for a custody address without one. */
+  readonly account_id: string | null
+  /** The ledger account's kind (`wallet`, `fee_revenue`, `clearing`), or `custody_address`. */
+  readonly kind: string
+  readonly wallet_id: string | null
+  /** The wallet's custody address on this chain, or null for an account with no address here. */
+  readonly address: string | null
+  readonly ledger_balance: bigint | null
+  readonly on_chain_balance: bigint | null
+}
+
+export interface ReconciliationReport extends ReconciliationOutcome {
+  readonly tenant_id: string
+  readonly environment: Environment
+  readonly chain: string
+  readonly token: TokenSymbol
+  readonly decimals: number
+  readonly ledger_balance: bigint
+  readonly on_chain_balance: bigint
+  readonly pending_outgoing: bigint
+  readonly pending_incoming: bigint
+  readonly accounts: ReadonlyArray<ReconciliationAccount>
+  readonly checked_at: Date
+}
+
+/** A stored report: also since when its drift lasts (null unless `drift`). */
+export interface StoredReport extends ReconciliationReport {
+  readonly drift_since: Date | null
+}
+
+export interface ReconcilerDeps {
+  readonly pool: pg.Pool
+  readonly chains: Pick<ChainsService, "get">
+}
+
+export interface ReconcileOptions {
+  /** Before a drifting group is read again; default 1,000. */
+  readonly recheck_delay_ms?: number
+}
+
+interface LedgerRow {
+  account_id: string
+  kind: string
+  user_data: string | null
+  posted: string
+  credits_pending: string
+}
+
+const outside_kinds = new Set(["world", "chain_custody"])
+
+/** The ledger side of one group, read before the chain (see the module comment). */
+const readLedgerSide = async (pool: pg.Pool, tenant_id: string, environment: Environment, asset: Asset) => {
+  const stream_id = ledgerStreamId(ledgerOf(tenant_id, environment))
+  await waitForStreamHead(pool, stream_id, projection_wait_ms)
+  const accounts = await pool.query<LedgerRow>(
+    `select account_id, kind, user_data, (credits_posted - debits_posted)::text as posted,
+            credits_pending::text as credits_pending
+       from read_model.ledger_accounts
+      where stream_id = $1 and asset_code = $2
+      order by account_id`,
+    [stream_id, asset.code],
+  )
+  const incoming = await pool.query<{ amount: string }>(
+    `select coalesce(sum(amount), 0)::text as amount from platform.chain_deposits
+      where tenant_id = $1 and environment = $2 and chain = $3 and token = $4 and status = 'seen'`,
+    [tenant_id, environment, asset.chain, asset.code],
+  )
+  let ledger_balance = 0n
+  let pending_outgoing = 0n
+  const liabilities: Array<LedgerRow> = []
+  for (const row of accounts.rows) {
+    if (row.kind === "chain_custody") pending_outgoing += BigInt(row.credits_pending)
+    if (outside_kinds.has(row.kind)) continue
+    ledger_balance += BigInt(row.posted)
+    liabilities.push(row)
+  }
+  return {
+    ledger_balance,
+    pending_outgoing,
+    pending_incoming: BigInt(incoming.rows[0]?.amount ?? "0"),
+    liabilities,
+  }
+}
+
+/** Reads one group once: ledger side first, then every custody address's balance on chain. */
+const readGroup = async (
+  deps: ReconcilerDeps,
+  group: { tenant_id: string; environment: Environment; chain: WalletChain; token: TokenSymbol },
+  running: RunningChain,
+  contract: string,
+): Promise<ReconciliationReport> => {
+  const asset = tokenAsset(group.chain, group.token)
+  const ledger = await readLedgerSide(deps.pool, group.tenant_id, group.environment, asset)
+  const wallets = await deps.pool.query<{ wallet_id: string; address: string }>(
+    `select wallet_id, address from platform.wallets
+      where tenant_id = $1 and environment = $2 and chain = $3 order by wallet_id`,
+    [group.tenant_id, group.environment, group.chain],
+  )
+  const on_chain = await Effect.runPromise(
+    Effect.forEach(
+      wallets.rows,
+      (wallet) => running.adapter.balance(wallet.address, { kind: "token", contract }).pipe(Effect.orDie),
+      { concurrency: balance_read_concurrency },
+    ),
+  )
+  const addresses = new Map(
+    wallets.rows.map((wallet, i) => [wallet.wallet_id, { ...wallet, balance: on_chain[i] ?? 0n }]),
+  )
+  const accounts: Array<ReconciliationAccount> = []
+  for (const row of ledger.liabilities) {
+    const wallet = row.kind === "wallet" && row.user_data !== null ? addresses.get(row.user_data) : undefined
+    if (wallet !== undefined) addresses.delete(wallet.wallet_id)
+    accounts.push({
+      account_id: row.account_id,
+      kind: row.kind,
+      wallet_id: row.kind === "wallet" ? row.user_data : null,
+      address: wallet?.address ?? null,
+      ledger_balance: BigInt(row.posted),
+      on_chain_balance: wallet?.balance ?? null,
+    })
+  }
+  for (const wallet of addresses.values()) {
+    accounts.push({
+      account_id: null,
+      kind: "custody_address",
+      wallet_id: wallet.wallet_id,
+      address: wallet.address,
+      ledger_balance: null,
+      on_chain_balance: wallet.balance,
+    })
+  }
+  const on_chain_balance = on_chain.reduce((sum, balance) => sum + balance, 0n)
+  const figures = {
+    ledger_balance: ledger.ledger_balance,
+    on_chain_balance,
+    pending_outgoing: ledger.pending_outgoing,
+    pending_incoming: ledger.pending_incoming,
+  }
+  return {
+    ...group,
+    decimals: asset.decimals,
+    ...figures,
+    ...reconcile(figures),
+    accounts,
+    checked_at: new Date(),
+  }
+}
+
+const storeReport = async (pool: pg.Pool, report: ReconciliationReport): Promise<void> => {
+  await pool.query(
+    `insert into platform.reconciliation_reports
+       (tenant_id, environment, chain, token, token_decimals, status, ledger_balance, on_chain_balance,
+        pending_outgoing, pending_incoming, difference, drift, accounts, checked_at, drift_since)
+     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
+             case when $6 = 'drift' then $14::timestamptz end)
+     on conflict (tenant_id, environment, chain, token) do update set
+       token_decimals = excluded.token_decimals, status = excluded.status,
+       ledger_balance = excluded.ledger_balance, on_chain_balance = excluded.on_chain_balance,
+       pending_outgoing = excluded.pending_outgoing, pending_incoming = excluded.pending_incoming,
+       difference = excluded.difference, drift = excluded.drift, accounts = excluded.accounts,
+       checked_at = excluded.checked_at,
+       drift_since = case when excluded.status = 'drift'
+                          then coalesce(platform.reconciliation_reports.drift_since, excluded.checked_at) end`,
+    [
+      report.tenant_id,
+      report.environment,
+      report.chain,
+      report.token,
+      report.decimals,
+      report.status,
+      report.ledger_balance.toString(),
+      report.on_chain_balance.toString(),
+      report.pending_outgoing.toString(),
+      report.pending_incoming.toString(),
+      report.difference.toString(),
+      report.drift.toString(),
+      JSON.stringify(
+        report.accounts.map((account) => ({
+          ...account,
+          ledger_balance: account.ledger_balance?.toString() ?? null,
+          on_chain_balance: account.on_chain_balance?.toString() ?? null,
+        })),
+      ),
+      report.checked_at,
+    ],
+  )
+}
+
+/**
+ * Reconciles every token of every chain the tenant has wallets on in `environment` (chains with no
+ * adapter running there are skipped), stores the reports and returns them.
+ * @example const reports = await reconcileTenant(deps, "ten_...", "sandbox") // [{ chain: "ethereum", token: "USDC", status: "matched", ... }]
+ */
+export const reconcileTenant = async (
+  deps: ReconcilerDeps,
+  tenant_id: string,
+  environment: Environment,
+  options: ReconcileOptions = {},
+): Promise<ReadonlyArray<ReconciliationReport>> => {
+  const recheck_delay_ms = options.recheck_delay_ms ?? 1_000
+  const chains = await deps.pool.query<{ chain: WalletChain }>(
+    "select distinct chain from platform.wallets where tenant_id = $1 and environment = $2 order by chain",
+    [tenant_id, environment],
+  )
+  const reports: Array<ReconciliationReport> = []
+  for (const { chain } of chains.rows) {
+    const running = deps.chains.get(environment, chain)
+    if (running === undefined) continue
+    for (const [token, contract] of running.contracts) {
+      const group = { tenant_id, environment, chain, token }
+      let report = await readGroup(deps, group, running, contract)
+      if (report.status === "drift") {
+        await new Promise((resolve) => setTimeout(resolve, recheck_delay_ms))
+        report = await readGroup(deps, group, running, contract)
+      }
+      await storeReport(deps.pool, report)
+      reports.push(report)
+    }
+  }
+  return reports
+}
+
+/** Every tenant and environment with wallets, reconciled one after the other. */
+export const reconcileAll = async (
+  deps: ReconcilerDeps,
+  options: ReconcileOptions = {},
+): Promise<ReadonlyArray<ReconciliationReport>> => {
+  const tenants = await deps.pool.query<{ tenant_id: string; environment: Environment }>(
+    "select distinct tenant_id, environment from platform.wallets order by tenant_id, environment",
+  )
+  const reports: Array<ReconciliationReport> = []
+  for (const { tenant_id, environment } of tenants.rows)
+    reports.push(...(await reconcileTenant(deps, tenant_id, environment, options)))
+  return reports
+}
+
+export interface ReconcilerOptions extends ReconcileOptions {
+  /** Between the end of one run and the start of the next; default 60,000. */
+  readonly interval_ms?: number
+  /** Every report of every run (the composition root logs drift). */
+  readonly onReport?: (report: ReconciliationReport) => void
+  readonly onError?: (error: unknown) => void
+}
+
+/** The session lock that lets one process at a time run the scheduled reconciliation. */
+const reconciler_lock = "platform-reconciliation"
+
+/**
+ * Runs `reconcileAll` every `interval_ms` in whichever process holds the reconciliation lock; the
+ * others skip their turn. `stop` waits for a run in progress.
+ */
+export const startReconciler = (deps: ReconcilerDeps, options: ReconcilerOptions = {}) => {
+  const interval_ms = options.interval_ms ?? 60_000
+  let stopped = false
+  let timer: NodeJS.Timeout | undefined
+  let running: Promise<void> = Promise.resolve()
+  const runOnce = async () => {
+    const client = await deps.pool.connect()
+    try {
+      const locked = await client.query<{ locked: boolean }>(
+        "select pg_try_advisory_lock(hashtextextended($1, 0)) as locked",
+        [reconciler_lock],
+      )
+      if (locked.rows[0]?.locked !== true) return
+      try {
+        for (const report of await reconcileAll(deps, options)) options.onReport?.(report)
+      } finally {
+        await client.query("select pg_advisory_unlock(hashtextextended($1, 0))", [reconciler_lock])
+      }
+    } finally {
+      client.release()
+    }
+  }
+  const schedule = () => {
+    if (stopped) return
+    timer = setTimeout(() => {
+      running = runOnce()
+        .catch((error) => options.onError?.(error))
+        .finally(schedule)
+    }, interval_ms)
+  }
+  schedule()
+  return {
+    stop: async () => {
+      stopped = true
+      if (timer !== undefined) clearTimeout(timer)
+      await running
+    },
+  }
+}
+
+const optionalBigint = (value: unknown) => (value === null ? null : BigInt(String(value)))
+
+/** The latest stored report of each of the tenant's groups in `environment`, by chain and token. */
+export const storedReports = async (
+  pool: pg.Pool,
+  tenant_id: string,
+  environment: Environment,
+): Promise<ReadonlyArray<StoredReport>> => {
+  const found = await pool.query(
+    `select * from platform.reconciliation_reports
+      where tenant_id = $1 and environment = $2 order by chain, token`,
+    [tenant_id, environment],
+  )
+  return found.rows.map((row) => ({
+    tenant_id: row.tenant_id,
+    environment: row.environment,
+    chain: row.chain,
+    token: row.token,
+    decimals: row.token_decimals,
+    status: row.status,
+    ledger_balance: BigInt(row.ledger_balance),
+    on_chain_balance: BigInt(row.on_chain_balance),
+    pending_outgoing: BigInt(row.pending_outgoing),
+    pending_incoming: BigInt(row.pending_incoming),
+    difference: BigInt(row.difference),
+    drift: BigInt(row.drift),
+    accounts: (row.accounts as ReadonlyArray<Record<string, unknown>>).map((account) => ({
+      account_id: account.account_id as string | null,
+      kind: account.kind as string,
+      wallet_id: account.wallet_id as string | null,
+      address: account.address as string | null,
+      ledger_balance: optionalBigint(account.ledger_balance),
+      on_chain_balance: optionalBigint(account.on_chain_balance),
+    })),
+    checked_at: row.checked_at,
+    drift_since: row.drift_since,
+  }))
+}
+
+/** The report as the API shows it: exact decimal strings in the token's precision. */
+export const toReportView = (report: StoredReport) => {
+  const amount = (value: bigint) => formatAmount(value, report.decimals)
+  return {
+    chain: report.chain,
+    token: report.token,
+    status: report.status,
+    ledger_balance: amount(report.ledger_balance),
+    on_chain_balance: amount(report.on_chain_balance),
+    pending_outgoing: amount(report.pending_outgoing),
+    pending_incoming: amount(report.pending_incoming),
+    difference: amount(report.difference),
+    drift: amount(report.drift),
+    accounts: report.accounts.map((account) => ({
+      account_id: account.account_id,
+      kind: account.kind,
+      wallet_id: account.wallet_id,
+      address: account.address,
+      ledger_balance: account.ledger_balance === null ? null : amount(account.ledger_balance),
+      on_chain_balance: account.on_chain_balance === null ? null : amount(account.on_chain_balance),
+    })),
+    checked_at: report.checked_at.toISOString(),
+    drift_since: report.drift_since?.toISOString() ?? null,
+  }
+}

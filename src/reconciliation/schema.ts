@@ -1,0 +1,34 @@
+/**
+ * Reconciliation reports (versions 520-529): the latest comparison of ledger liabilities with
+ * on-chain custody balances per tenant, environment, chain and token. One row per group, replaced by
+ * each run; `drift_since` keeps the moment a drift was first seen while it lasts, so an operator sees
+ * how long money has been unexplained.
+ */
+import type { Migration } from "../db/migrate.ts"
+
+export const reconciliationMigrations: ReadonlyArray<Migration> = [
+  {
+    version: 520,
+    name: "reconciliation reports",
+    sql: `
+create schema if not exists platform;
+create table platform.reconciliation_reports (
+  tenant_id text not null,
+  environment text not null check (environment in ('sandbox', 'production')),
+  chain text not null,
+  token text not null,
+  token_decimals integer not null check (token_decimals between 0 and 38),
+  status text not null check (status in ('matched', 'in_flight', 'drift')),
+  ledger_balance numeric(39, 0) not null,
+  on_chain_balance numeric(39, 0) not null check (on_chain_balance >= 0),
+  pending_outgoing numeric(39, 0) not null check (pending_outgoing >= 0),
+  pending_incoming numeric(39, 0) not null check (pending_incoming >= 0),
+  difference numeric(40, 0) not null,
+  drift numeric(40, 0) not null,
+  accounts jsonb not null,
+  checked_at timestamptz not null,
+  drift_since timestamptz,
+  primary key (tenant_id, environment, chain, token)
+);`,
+  },
+]
