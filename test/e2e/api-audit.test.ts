@@ -45,7 +45,7 @@ type TransferView = typeof ChainTransfer.Type
 
 const completion_wait_ms_max = 10_000
 
-const secret = "whsec_audit_e2e"
+const secret = "whsec_audit_e2e_secret"
 
 let platform: RunningPlatform
 let receiver: WebhookReceiver
