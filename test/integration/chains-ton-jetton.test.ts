@@ -195,7 +195,7 @@ describe("TON adapter: jetton transfers on @ton/sandbox", () => {
     await expect(ton.fund(frozen, "USDT", 1n)).rejects.toThrow(/refused/)
   })
 
-  test("a sender without TON gets InsufficientFundsForFee; without enough jettons TransferWouldRevert", async () => {
+  test("refused before signing: a sender without TON, without enough jettons, or frozen", async () => {
     const gift = await run(ton.adapter.signTransfer(keyOf(0), to(no_ton, usdt(3))))
     await run(ton.adapter.broadcast(gift.raw))
     expect(await jettons(no_ton)).toBe(usdt(3))
@@ -204,6 +204,10 @@ describe("TON adapter: jetton transfers on @ton/sandbox", () => {
     expect(failureTag(poor)).toBe("InsufficientFundsForFee")
     const short = await runExit(ton.adapter.signTransfer(keyOf(0), to(recipient, usdt(1_000))))
     expect(failureTag(short)).toBe("TransferWouldRevert")
+    await ton.fund(addressOf(4), "USDT", usdt(1))
+    await ton.freeze(addressOf(4), "USDT", true)
+    const frozen_sender = await runExit(ton.adapter.signTransfer(keyOf(4), to(recipient, usdt(1))))
+    expect(failureTag(frozen_sender)).toBe("TransferWouldRevert")
     const bad_minter = await runExit(ton.adapter.balance(sender, { kind: "token", contract: "0xabc" }))
     expect(failureTag(bad_minter)).toBe("InvalidChainAddress")
     expect(await jettons(no_ton)).toBe(usdt(3))

@@ -112,6 +112,18 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
     })
 
   /**
+   * Whether the platform jetton's admin froze `owner`'s wallet (its `is_frozen` get method); false
+   * for a jetton without that method. A frozen recipient is not checked here: the transfer then
+   * reverts on chain and its jettons come back, as the tests show.
+   */
+  const jettonWalletFrozen = (owner: Address, minter: Address) =>
+    Effect.gen(function* () {
+      const wallet = jettonWalletAddress(owner, minter)
+      const state = yield* call(() => transport.runGetMethod(wallet, "is_frozen", []))
+      return state !== null && state.readBoolean()
+    })
+
+  /**
    * The internal message of a jetton transfer: `jetton_attached_nanotons` to the sender's jetton
    * wallet carrying TEP-74's `transfer`. Refused before signing when the sender's jetton balance is
    * short, since the jetton wallet would refuse it on chain and only the fee would be spent.
@@ -129,6 +141,10 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
       const held = yield* jettonBalance(sender, minter)
       if (held < intent.amount) {
         const reason = `the jetton balance ${held} is below the amount ${intent.amount}`
+        return yield* Effect.fail(new TransferWouldRevert({ reason }))
+      }
+      if (yield* jettonWalletFrozen(sender, minter)) {
+        const reason = "the sender's jetton wallet is frozen by the jetton's admin"
         return yield* Effect.fail(new TransferWouldRevert({ reason }))
       }
       const body = jettonTransferBody({
