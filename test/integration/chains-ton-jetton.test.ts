@@ -121,6 +121,24 @@ describe("TON adapter: jetton transfers on @ton/sandbox", () => {
       log_index: 0,
       confirmations: 1,
     })
+    // What src/transfers/verify.ts reads: the credit at the proof's lt, under the transfer's tx_hash.
+    const logs = await run(
+      ton.adapter.incomingTransfers({
+        contract: token.kind === "token" ? token.contract : "",
+        addresses: [recipient],
+        from_block: status.proof.block_number,
+        to_block: status.proof.block_number,
+      }),
+    )
+    expect(logs).toEqual([
+      {
+        contract: token.kind === "token" ? token.contract : "",
+        from: sender,
+        to: recipient,
+        amount: usdt(10),
+        proof: status.proof,
+      },
+    ])
     expect(await jettons(sender)).toBe(usdt(90))
     expect(await jettons(recipient)).toBe(usdt(10))
     const spent = ton_before - (await tonOf(sender))

@@ -87,6 +87,11 @@ export const jetton_attached_nanotons = 50_000_000n
 export const jetton_forward_nanotons = 1n
 /** The jetton wallets a jetton transfer passes after the sender's wallet: the sender's, the recipient's. */
 const jetton_hop_count = 2
+/**
+ * How far before a message's `created_lt` its sending transaction is looked for: created_lt is that
+ * transaction's lt plus one plus the message's index, and a transaction sends at most 255 messages.
+ */
+const origin_search_lt_window = 256n
 /** Messages signed or broadcast by this process, remembered to find their wallet by hash. */
 const message_memory_count_max = 10_000
 
@@ -316,6 +321,40 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
     })
 
   /**
+   * The `tx_hash` a jetton credit is known by: the hash of the external message that started its
+   * chain (the sender's wallet message, as `signTransfer` returned it), found by walking back from
+   * the credit through the sending jetton wallet's transaction to the owner wallet's. Each parent
+   * is found among its account's transactions just before the message's `created_lt`. A chain that
+   * cannot be walked (a mint, started by the issuer) keeps the crediting transaction's hash.
+   */
+  const originOf = (credit: LandedTransaction) =>
+    Effect.gen(function* () {
+      let current = credit
+      for (let hop = 0; hop < jetton_hop_count; hop++) {
+        const source = current.in_message_from
+        const message_hash = current.in_message_hash
+        if (source === null || message_hash === null) break
+        const created_lt = current.in_message_created_lt
+        const window = yield* call(() =>
+          transport.transactionsOf(
+            Address.parseRaw(source),
+            created_lt - origin_search_lt_window,
+            created_lt,
+            incoming_transactions_per_address_max,
+          ),
+        )
+        const parent = window.find((landed) =>
+          landed.outgoing.some((out) => out.message_hash === message_hash),
+        )
+        if (parent === undefined) return credit.hash
+        current = parent
+      }
+      return current.in_message_from === null && current.in_message_hash !== null
+        ? current.in_message_hash
+        : credit.hash
+    })
+
+  /**
    * Native TON: the coins of every internal message credited to the owner's wallet. A jetton:
    * every `internal_transfer` the owner's jetton wallet accepted (from a sibling wallet or, for a
    * mint, the minter), which is exactly when the wallet's balance grew; the sender is the owner
@@ -346,7 +385,8 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
         for (const transaction of landed) {
           const credit = minter === null ? nativeCredit(transaction) : jettonCredit(transaction)
           if (credit === null) continue
-          found.push({ contract: query.contract, to: text, ...credit })
+          const tx_hash = minter === null ? credit.proof.tx_hash : yield* originOf(transaction)
+          found.push({ contract: query.contract, to: text, ...credit, proof: { ...credit.proof, tx_hash } })
         }
       }
       return found.sort((a, b) => (a.proof.block_number < b.proof.block_number ? -1 : 1))

@@ -183,6 +183,7 @@ export function summarizeTransaction(account: Address, transaction: Transaction)
     in_message_hash: inbound === null ? null : messageHash(inbound),
     in_message_from: internal_in === null ? null : internal_in.src.toRawString(),
     in_message_value: internal_in === null ? 0n : internal_in.value.coins,
+    in_message_created_lt: internal_in === null ? 0n : internal_in.createdLt,
     in_message_body: internal_in === null || inbound === null ? null : inbound.body,
     in_message_bounced: internal_in?.bounced ?? false,
     in_message_returned:

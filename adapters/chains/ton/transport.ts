@@ -55,6 +55,11 @@ export interface LandedTransaction {
   readonly in_message_hash: string | null
   /** The inbound message's source in raw form; null for an external message. */
   readonly in_message_from: string | null
+  /**
+   * The lt at which the inbound internal message was created: the sending transaction's lt plus one
+   * plus the message's index among its outgoing messages; 0 for an external message.
+   */
+  readonly in_message_created_lt: bigint
   /** The coins the inbound (internal) message carried; 0 for an external message. */
   readonly in_message_value: bigint
   /** The inbound internal message's body; null for an external message or none. */
