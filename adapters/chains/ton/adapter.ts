@@ -125,7 +125,7 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
     Effect.gen(function* () {
       const wallet = jettonWalletAddress(owner, minter)
       const state = yield* call(() => transport.runGetMethod(wallet, "is_frozen", []))
-      return state !== null && state.readBoolean()
+      return state?.readBoolean() === true
     })
 
   /**
