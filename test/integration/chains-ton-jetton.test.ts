@@ -7,7 +7,7 @@
  * without TON or jettons is refused before signing; an expired message is dropped; a rebroadcast
  * changes nothing; deposits and balances are read from the owners' jetton wallets.
  */
-import { Address, beginCell, loadMessage, loadMessageRelaxed } from "@ton/core"
+import { Address, beginCell, Cell, contractAddress, loadMessage, loadMessageRelaxed, toNano } from "@ton/core"
 import type { BlockchainTransaction } from "@ton/sandbox"
 import { Cause, Effect, Exit, Option } from "effect"
 import { beforeAll, describe, expect, test } from "vitest"
@@ -16,9 +16,17 @@ import {
   jetton_forward_nanotons,
   message_ttl_seconds,
 } from "../../adapters/chains/ton/adapter.ts"
-import { jetton_op, jettonWalletAddress, readJettonTransfer } from "../../adapters/chains/ton/jetton.ts"
+import {
+  jetton_op,
+  jetton_wallet_code,
+  jettonMintBody,
+  jettonMinterInit,
+  jettonWalletAddress,
+  readJettonTransfer,
+} from "../../adapters/chains/ton/jetton.ts"
 import { summarizeMessage } from "../../adapters/chains/ton/transaction.ts"
 import { deriveAddress, deriveSigningKey, type WalletKeyRef } from "../../domain/custody/derive.ts"
+import { compileTonContract } from "../../scripts/compile-ton-contracts.ts"
 import { startTonSandboxChain, type TonSandboxChain } from "../../src/chains/ton-sandbox.ts"
 import type { ChainAsset, SignedTransfer, TransferIntent } from "../../src/ports/chain.ts"
 
@@ -246,6 +254,39 @@ describe("TON adapter: jetton transfers on @ton/sandbox", () => {
     expect(Address.parse(minted[0]?.from ?? "").equals(minter)).toBe(true)
     const later = { ...query, from_block: to_block + 1n, to_block: to_block + 2n }
     expect(await run(ton.adapter.incomingTransfers({ ...later, addresses: [recipient] }))).toEqual([])
+  })
+
+  test("another jetton's wallet code: wallets are asked of its minter, and transfers work the same", async () => {
+    const foreign_code = Cell.fromBase64((await compileTonContract("jetton-wallet", 1)).code_boc)
+    expect(foreign_code.equals(jetton_wallet_code)).toBe(false)
+    const admin = await ton.blockchain.treasury("foreign-admin")
+    const init = jettonMinterInit(admin.address, beginCell().endCell(), foreign_code)
+    const foreign = contractAddress(0, init)
+    await ton.transport.apply(() => admin.send({ to: foreign, value: toNano("1"), init }))
+    const body = jettonMintBody({
+      query_id: 0n,
+      owner: Address.parse(sender),
+      amount: usdt(4),
+      forward_ton_amount: 0n,
+      response_destination: admin.address,
+    })
+    await ton.transport.apply(() => admin.send({ to: foreign, value: toNano("0.1"), body }))
+    const asset = { kind: "token", contract: foreign.toString() } as const
+    expect(await run(ton.adapter.balance(sender, asset))).toBe(usdt(4))
+
+    const signed = await run(ton.adapter.signTransfer(keyOf(0), { asset, to: recipient, amount: usdt(3) }))
+    const inner = innerMessage(signed)
+    const local_guess = jettonWalletAddress(Address.parse(sender), foreign)
+    expect(inner?.info.type === "internal" && inner.info.dest.equals(local_guess)).toBe(false)
+    await run(ton.adapter.broadcast(signed.raw))
+    expect((await run(ton.adapter.transactionStatus(signed.tx_hash))).status).toBe("finalized")
+    expect(await run(ton.adapter.balance(recipient, asset))).toBe(usdt(3))
+    const to_block = await run(ton.adapter.blockNumber())
+    const query = { contract: asset.contract, addresses: [recipient], from_block: 0n, to_block }
+    const incoming = await run(ton.adapter.incomingTransfers(query))
+    expect(incoming.map((transfer) => [transfer.amount, transfer.proof.tx_hash])).toEqual([
+      [usdt(3), signed.tx_hash],
+    ])
   })
 
   test("a transfer past its valid_until reads dropped and is refused on broadcast", async () => {

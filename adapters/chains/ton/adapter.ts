@@ -4,8 +4,8 @@
  * HTTP API) carries them. Native TON and jettons (TEP-74): a token asset's `contract` is the jetton
  * minter's address, and a jetton transfer is a wallet message whose one internal message carries
  * TEP-74's `transfer` to the sender's own jetton wallet (see `jetton.ts`). Jetton wallet addresses
- * are computed from the platform jetton's wallet code: right for the sandbox's minter, not for a
- * foreign jetton (production USDT), whose wallets must be asked of its minter (`get_wallet_address`).
+ * are computed locally for the platform's jetton (the sandbox's USDT) and asked of the minter's
+ * `get_wallet_address` for any other (production USDT), see `jettonWalletOf`.
  *
  * How the port's words map onto TON:
  * - `raw` is the external message to the sender's wallet as a bag of cells, 0x-hex; `tx_hash` is the
@@ -28,7 +28,7 @@
  * - A recipient's user-friendly form decides `bounce`: bounceable (`EQ...`) bounces, non-bounceable
  *   (`UQ...`) and raw (`0:...`) do not, so coins sent to a wallet not yet deployed stay there.
  */
-import { Address } from "@ton/core"
+import { Address, beginCell } from "@ton/core"
 import { Effect } from "effect"
 import { isValidAddress, type SigningKey } from "../../../domain/custody/derive.ts"
 import {
@@ -49,7 +49,12 @@ import {
   type TransferIntent,
   TransferWouldRevert,
 } from "../../../src/ports/chain.ts"
-import { jettonTransferBody, jettonWalletAddress, readInternalTransfer } from "./jetton.ts"
+import {
+  jetton_wallet_code,
+  jettonTransferBody,
+  jettonWalletAddress,
+  readInternalTransfer,
+} from "./jetton.ts"
 import {
   signedTransfer,
   summarizeMessage,
@@ -92,7 +97,10 @@ const jetton_hop_count = 2
  * transaction's lt plus one plus the message's index, and a transaction sends at most 255 messages.
  */
 const origin_search_lt_window = 256n
-/** Messages signed or broadcast by this process, remembered to find their wallet by hash. */
+/**
+ * Messages signed or broadcast by this process, remembered to find their wallet by hash; also the
+ * bound of each jetton lookup memory (minters, foreign jetton wallets).
+ */
 const message_memory_count_max = 10_000
 
 /**
@@ -102,16 +110,54 @@ const message_memory_count_max = 10_000
 export function makeTonAdapter(transport: TonTransport): ChainAdapter {
   const call = <A>(run: () => Promise<A>) => Effect.promise(run)
   const messages = new Map<string, WalletMessageSummary>()
+  const platform_minters = new Map<string, boolean>()
+  const foreign_wallets = new Map<string, Address>()
 
   const parseAddress = (text: string) =>
     isValidAddress("ton", text)
       ? Effect.succeed(Address.isRaw(text) ? Address.parseRaw(text) : Address.parse(text))
       : Effect.fail(new InvalidChainAddress({ address: text }))
 
+  /**
+   * Whether `minter` runs the platform jetton's wallet code (asked once per minter with
+   * `get_jetton_data`); a minter not deployed counts as the platform's, its wallets hold nothing.
+   */
+  const platformMinter = (minter: Address) =>
+    Effect.gen(function* () {
+      const key = minter.toRawString()
+      const known = platform_minters.get(key)
+      if (known !== undefined) return known
+      const data = yield* call(() => transport.runGetMethod(minter, "get_jetton_data", []))
+      if (data === null) return true
+      for (let skipped = 0; skipped < 4; skipped++) data.pop()
+      const platform = data.readCell().equals(jetton_wallet_code)
+      remember(platform_minters, key, platform)
+      return platform
+    })
+
+  /**
+   * `owner`'s jetton wallet under `minter`: computed locally for the platform's jetton; for any
+   * other jetton (production USDT runs Tether's wallet code) asked of the minter's
+   * `get_wallet_address` once and remembered.
+   */
+  const jettonWalletOf = (owner: Address, minter: Address) =>
+    Effect.gen(function* () {
+      if (yield* platformMinter(minter)) return jettonWalletAddress(owner, minter)
+      const key = `${owner.toRawString()} ${minter.toRawString()}`
+      const known = foreign_wallets.get(key)
+      if (known !== undefined) return known
+      const args = [{ type: "slice", cell: beginCell().storeAddress(owner).endCell() }] as const
+      const answer = yield* call(() => transport.runGetMethod(minter, "get_wallet_address", [...args]))
+      if (answer === null) return yield* Effect.die(new Error(`${minter} answers no get_wallet_address`))
+      const wallet = answer.readAddress()
+      remember(foreign_wallets, key, wallet)
+      return wallet
+    })
+
   /** The jetton balance of `owner` under `minter`: its jetton wallet's; 0 before it is deployed. */
   const jettonBalance = (owner: Address, minter: Address) =>
     Effect.gen(function* () {
-      const wallet = jettonWalletAddress(owner, minter)
+      const wallet = yield* jettonWalletOf(owner, minter)
       const data = yield* call(() => transport.runGetMethod(wallet, "get_wallet_data", []))
       return data === null ? 0n : data.readBigNumber()
     })
@@ -123,7 +169,7 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
    */
   const jettonWalletFrozen = (owner: Address, minter: Address) =>
     Effect.gen(function* () {
-      const wallet = jettonWalletAddress(owner, minter)
+      const wallet = yield* jettonWalletOf(owner, minter)
       const state = yield* call(() => transport.runGetMethod(wallet, "is_frozen", []))
       return state?.readBoolean() === true
     })
@@ -159,7 +205,7 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
         response_destination: sender,
         forward_ton_amount: jetton_forward_nanotons,
       })
-      const to = jettonWalletAddress(sender, minter)
+      const to = yield* jettonWalletOf(sender, minter)
       return { to, bounce: true, amount: jetton_attached_nanotons, body }
     })
 
@@ -221,7 +267,7 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
       const message = signedTransfer(wallet, key, transfer)
       const summary = summarizeMessage(message.toBoc())
       if (summary === null) throw new Error("a signed wallet message must read back")
-      remember(messages, summary)
+      remember(messages, summary.message_hash, summary)
       const signed: SignedTransfer = {
         raw: `0x${message.toBoc().toString("hex")}`,
         tx_hash: summary.message_hash,
@@ -243,7 +289,7 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
         )
       }
       const tx_hash = summary.message_hash
-      remember(messages, summary)
+      remember(messages, summary.message_hash, summary)
       if ((yield* call(() => transport.landed(summary.wallet, tx_hash))) !== null) return { tx_hash }
       const seqno = (yield* call(() => transport.getSeqno(summary.wallet))) ?? 0
       if (seqno > summary.seqno) return yield* Effect.fail(new NonceTooLow({ tx_hash, nonce: summary.seqno }))
@@ -372,7 +418,7 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
       const found: Array<IncomingTransfer> = []
       for (const text of query.addresses) {
         const owner = yield* parseAddress(text)
-        const watched = minter === null ? owner : jettonWalletAddress(owner, minter)
+        const watched = minter === null ? owner : yield* jettonWalletOf(owner, minter)
         const limit = incoming_transactions_per_address_max + 1
         const landed = yield* call(() =>
           transport.transactionsOf(watched, query.from_block, query.to_block, limit),
@@ -455,10 +501,10 @@ function ceilPercent(value: bigint, percent: bigint): bigint {
   return (value * percent + 99n) / 100n
 }
 
-function remember(memory: Map<string, WalletMessageSummary>, summary: WalletMessageSummary): void {
-  if (memory.size >= message_memory_count_max && !memory.has(summary.message_hash)) {
+function remember<V>(memory: Map<string, V>, key: string, value: V): void {
+  if (memory.size >= message_memory_count_max && !memory.has(key)) {
     const oldest = memory.keys().next()
     if (oldest.done !== true) memory.delete(oldest.value)
   }
-  memory.set(summary.message_hash, summary)
+  memory.set(key, value)
 }

@@ -7,7 +7,8 @@
  * A jetton wallet's address is the hash of its StateInit (wallet code, and initial data: not
  * frozen, balance 0, owner, minter), so it is computed here without asking the minter; a test checks
  * it against the minter's own `get_wallet_address`. That holds for minters running this wallet code:
- * the sandbox's. A production jetton (Tether's USDT) has its own wallet code and data layout.
+ * the sandbox's. A production jetton (Tether's USDT) has its own wallet code and data layout; the
+ * adapter asks such a minter instead.
  */
 import { type Address, beginCell, Cell, contractAddress, type StateInit } from "@ton/core"
 import artifact from "../../../contracts/build/ton-jetton.json" with { type: "json" }
@@ -57,15 +58,15 @@ export function jettonWalletInit(owner: Address, minter: Address): StateInit {
 
 /**
  * The StateInit of a minter with no supply yet, administered by `admin`; `content` is the TEP-64
- * metadata cell.
+ * metadata cell. `wallet_code` is the platform's unless a test stands in for another jetton.
  * @example contractAddress(0, jettonMinterInit(admin, beginCell().endCell()))
  */
-export function jettonMinterInit(admin: Address, content: Cell): StateInit {
+export function jettonMinterInit(admin: Address, content: Cell, wallet_code = jetton_wallet_code): StateInit {
   const data = beginCell()
     .storeCoins(0n)
     .storeAddress(admin)
     .storeRef(content)
-    .storeRef(jetton_wallet_code)
+    .storeRef(wallet_code)
     .endCell()
   return { code: jetton_minter_code, data }
 }
