@@ -370,8 +370,9 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
    * The `tx_hash` a jetton credit is known by: the hash of the external message that started its
    * chain (the sender's wallet message, as `signTransfer` returned it), found by walking back from
    * the credit through the sending jetton wallet's transaction to the owner wallet's. Each parent
-   * is found among its account's transactions just before the message's `created_lt`. A chain that
-   * cannot be walked (a mint, started by the issuer) keeps the crediting transaction's hash.
+   * is found among its account's transactions just before the message's `created_lt`. A mint walks
+   * back to the issuer's message the same way; a chain that cannot be walked in two hops keeps the
+   * crediting transaction's hash.
    */
   const originOf = (credit: LandedTransaction) =>
     Effect.gen(function* () {
