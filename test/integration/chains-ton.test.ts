@@ -140,7 +140,7 @@ describe("TON adapter on @ton/sandbox", () => {
     expect(await balanceOf(receiver)).toBe(receiver_balance)
   })
 
-  test("bad input is typed: an address in another format, a token (jettons are not built yet)", async () => {
+  test("bad input is typed: an address in another format, a token the sender holds none of", async () => {
     const bad = await runExit(adapter.balance("0x9858EfFD232B4033E47d90003D41EC34EcaEda94", native))
     expect(failureTag(bad)).toBe("InvalidChainAddress")
     const token = { asset: { kind: "token", contract: receiver }, to: receiver, amount: 1n } as const

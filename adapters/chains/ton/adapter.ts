@@ -1,8 +1,11 @@
 /**
  * The TON chain adapter, on @ton/ton's wallet v4R2: one code path builds, signs and reads wallet
  * messages (`transaction.ts`); a `TonTransport` (@ton/sandbox in process, or a TonClient over an
- * HTTP API) carries them. Native TON transfers only: jetton transfers are not implemented yet (see
- * the README's Chains section); a token intent is refused with `TransferWouldRevert`.
+ * HTTP API) carries them. Native TON and jettons (TEP-74): a token asset's `contract` is the jetton
+ * minter's address, and a jetton transfer is a wallet message whose one internal message carries
+ * TEP-74's `transfer` to the sender's own jetton wallet (see `jetton.ts`). Jetton wallet addresses
+ * are computed locally for the platform's jetton (the sandbox's USDT) and asked of the minter's
+ * `get_wallet_address` for any other (production USDT), see `jettonWalletOf`.
  *
  * How the port's words map onto TON:
  * - `raw` is the external message to the sender's wallet as a bag of cells, 0x-hex; `tx_hash` is the
@@ -16,12 +19,16 @@
  * - `confirmations` is always 1 and a landed transaction is `finalized` at once: TON's masterchain
  *   commits shard blocks with BFT finality and never reorganises a committed block.
  * - `reverted`: the wallet's transaction failed, or it ran but sent nothing (IGNORE_ERRORS mode: the
- *   seqno is spent and the fee paid, no coins moved). A bounce by the recipient (a bounceable
+ *   seqno is spent and the fee paid, no coins moved). For a jetton transfer, also when a jetton
+ *   wallet refused it (see `jettonStatus`). A bounce by the recipient of native TON (a bounceable
  *   transfer to a contract that fails) is not followed: see the README.
+ * - A jetton transfer's proof is the recipient jetton wallet's crediting transaction (its lt and
+ *   hash, `log_index` 0): the TON counterpart of an EVM token's Transfer log. `tx_hash` stays the
+ *   external message's hash.
  * - A recipient's user-friendly form decides `bounce`: bounceable (`EQ...`) bounces, non-bounceable
  *   (`UQ...`) and raw (`0:...`) do not, so coins sent to a wallet not yet deployed stay there.
  */
-import { Address } from "@ton/core"
+import { Address, beginCell } from "@ton/core"
 import { Effect } from "effect"
 import { isValidAddress, type SigningKey } from "../../../domain/custody/derive.ts"
 import {
@@ -43,10 +50,16 @@ import {
   TransferWouldRevert,
 } from "../../../src/ports/chain.ts"
 import {
-  type NativeTransfer,
+  jetton_wallet_code,
+  jettonTransferBody,
+  jettonWalletAddress,
+  readInternalTransfer,
+} from "./jetton.ts"
+import {
   signedTransfer,
   summarizeMessage,
   type WalletMessageSummary,
+  type WalletTransfer,
   walletOf,
 } from "./transaction.ts"
 import type { LandedTransaction, TonTransport } from "./transport.ts"
@@ -69,7 +82,25 @@ const fee_margin_percent = 10n
 const undeployed_fee_bound_nanotons = 10_000_000n
 /** The most transactions one watched address may have in one `incomingTransfers` range. */
 const incoming_transactions_per_address_max = 1_000
-/** Messages signed or broadcast by this process, remembered to find their wallet by hash. */
+/**
+ * The TON a jetton transfer attaches to the sender's jetton wallet (0.05 TON): it pays both jetton
+ * wallets' gas, the forward fees, the notification and a new recipient wallet's storage reserve
+ * (0.01 TON, contracts/ton/jetton-common.fc); the rest comes back to the sender as `excesses`.
+ */
+export const jetton_attached_nanotons = 50_000_000n
+/** The TON forwarded to the recipient with `transfer_notification`: 1 nanoton, enough to notify. */
+export const jetton_forward_nanotons = 1n
+/** The jetton wallets a jetton transfer passes after the sender's wallet: the sender's, the recipient's. */
+const jetton_hop_count = 2
+/**
+ * How far before a message's `created_lt` its sending transaction is looked for: created_lt is that
+ * transaction's lt plus one plus the message's index, and a transaction sends at most 255 messages.
+ */
+const origin_search_lt_window = 256n
+/**
+ * Messages signed or broadcast by this process, remembered to find their wallet by hash; also the
+ * bound of each jetton lookup memory (minters, foreign jetton wallets).
+ */
 const message_memory_count_max = 10_000
 
 /**
@@ -79,45 +110,141 @@ const message_memory_count_max = 10_000
 export function makeTonAdapter(transport: TonTransport): ChainAdapter {
   const call = <A>(run: () => Promise<A>) => Effect.promise(run)
   const messages = new Map<string, WalletMessageSummary>()
+  const platform_minters = new Map<string, boolean>()
+  const foreign_wallets = new Map<string, Address>()
 
   const parseAddress = (text: string) =>
     isValidAddress("ton", text)
       ? Effect.succeed(Address.isRaw(text) ? Address.parseRaw(text) : Address.parse(text))
       : Effect.fail(new InvalidChainAddress({ address: text }))
 
-  const nativeOnly = (asset: ChainAsset) =>
-    asset.kind === "native"
-      ? Effect.void
-      : Effect.fail(new TransferWouldRevert({ reason: "jetton transfers are not implemented on TON yet" }))
+  /**
+   * Whether `minter` runs the platform jetton's wallet code (asked once per minter with
+   * `get_jetton_data`); a minter not deployed counts as the platform's, its wallets hold nothing.
+   */
+  const platformMinter = (minter: Address) =>
+    Effect.gen(function* () {
+      const key = minter.toRawString()
+      const known = platform_minters.get(key)
+      if (known !== undefined) return known
+      const data = yield* call(() => transport.runGetMethod(minter, "get_jetton_data", []))
+      if (data === null) return true
+      for (let skipped = 0; skipped < 4; skipped++) data.pop()
+      const platform = data.readCell().equals(jetton_wallet_code)
+      remember(platform_minters, key, platform)
+      return platform
+    })
+
+  /**
+   * `owner`'s jetton wallet under `minter`: computed locally for the platform's jetton; for any
+   * other jetton (production USDT runs Tether's wallet code) asked of the minter's
+   * `get_wallet_address` once and remembered.
+   */
+  const jettonWalletOf = (owner: Address, minter: Address) =>
+    Effect.gen(function* () {
+      if (yield* platformMinter(minter)) return jettonWalletAddress(owner, minter)
+      const key = `${owner.toRawString()} ${minter.toRawString()}`
+      const known = foreign_wallets.get(key)
+      if (known !== undefined) return known
+      const args = [{ type: "slice", cell: beginCell().storeAddress(owner).endCell() }] as const
+      const answer = yield* call(() => transport.runGetMethod(minter, "get_wallet_address", [...args]))
+      if (answer === null) return yield* Effect.die(new Error(`${minter} answers no get_wallet_address`))
+      const wallet = answer.readAddress()
+      remember(foreign_wallets, key, wallet)
+      return wallet
+    })
+
+  /** The jetton balance of `owner` under `minter`: its jetton wallet's; 0 before it is deployed. */
+  const jettonBalance = (owner: Address, minter: Address) =>
+    Effect.gen(function* () {
+      const wallet = yield* jettonWalletOf(owner, minter)
+      const data = yield* call(() => transport.runGetMethod(wallet, "get_wallet_data", []))
+      return data === null ? 0n : data.readBigNumber()
+    })
+
+  /**
+   * Whether the platform jetton's admin froze `owner`'s wallet (its `is_frozen` get method); false
+   * for a jetton without that method. A frozen recipient is not checked here: the transfer then
+   * reverts on chain and its jettons come back, as the tests show.
+   */
+  const jettonWalletFrozen = (owner: Address, minter: Address) =>
+    Effect.gen(function* () {
+      const wallet = yield* jettonWalletOf(owner, minter)
+      const state = yield* call(() => transport.runGetMethod(wallet, "is_frozen", []))
+      return state?.readBoolean() === true
+    })
+
+  /**
+   * The internal message of a jetton transfer: `jetton_attached_nanotons` to the sender's jetton
+   * wallet carrying TEP-74's `transfer`. Refused before signing when the sender's jetton balance is
+   * short, since the jetton wallet would refuse it on chain and only the fee would be spent.
+   */
+  const planJetton = (
+    sender: Address,
+    minter_text: string,
+    intent: TransferIntent,
+    seqno: number,
+    valid_until: number,
+  ) =>
+    Effect.gen(function* () {
+      const minter = yield* parseAddress(minter_text)
+      const destination = yield* parseAddress(intent.to)
+      const held = yield* jettonBalance(sender, minter)
+      if (held < intent.amount) {
+        const reason = `the jetton balance ${held} is below the amount ${intent.amount}`
+        return yield* Effect.fail(new TransferWouldRevert({ reason }))
+      }
+      if (yield* jettonWalletFrozen(sender, minter)) {
+        const reason = "the sender's jetton wallet is frozen by the jetton's admin"
+        return yield* Effect.fail(new TransferWouldRevert({ reason }))
+      }
+      const body = jettonTransferBody({
+        query_id: jettonQueryId(seqno, valid_until),
+        amount: intent.amount,
+        destination,
+        response_destination: sender,
+        forward_ton_amount: jetton_forward_nanotons,
+      })
+      const to = yield* jettonWalletOf(sender, minter)
+      return { to, bounce: true, amount: jetton_attached_nanotons, body }
+    })
 
   const planTransfer = (wallet_address: Address, intent: TransferIntent, seqno_given?: number) =>
     Effect.gen(function* () {
-      yield* nativeOnly(intent.asset)
       if (intent.amount <= 0n)
         return yield* Effect.fail(new TransferWouldRevert({ reason: "amount must be positive" }))
       const to = yield* parseAddress(intent.to)
-      const bounce = Address.isFriendly(intent.to) && Address.parseFriendly(intent.to).isBounceable
       const seqno = seqno_given ?? (yield* call(() => transport.getSeqno(wallet_address))) ?? 0
       const valid_until = (yield* call(() => transport.now())) + message_ttl_seconds
-      const transfer: NativeTransfer = { to, bounce, amount: intent.amount, seqno, valid_until }
+      if (intent.asset.kind === "token") {
+        const message = yield* planJetton(wallet_address, intent.asset.contract, intent, seqno, valid_until)
+        const transfer: WalletTransfer = { ...message, seqno, valid_until }
+        return transfer
+      }
+      const bounce = Address.isFriendly(intent.to) && Address.parseFriendly(intent.to).isBounceable
+      const transfer: WalletTransfer = { to, bounce, amount: intent.amount, body: null, seqno, valid_until }
       return transfer
     })
 
-  /** The emulated fee of `transfer` from `wallet`, with its margin. */
-  const feeBound = (wallet: ReturnType<typeof walletOf>, transfer: NativeTransfer) =>
+  /**
+   * The most `transfer` from `wallet` can cost in TON: the emulated fee with its margin, plus, for
+   * a jetton, all the TON attached to it (the jetton wallets refund what their gas and storage
+   * leave, but the bound cannot count on the refund).
+   */
+  const feeBound = (wallet: ReturnType<typeof walletOf>, transfer: WalletTransfer) =>
     Effect.gen(function* () {
       const unsigned = signedTransfer(wallet, null, transfer)
       const outcome = yield* call(() => transport.emulate(wallet.address, unsigned))
       if (outcome.kind === "rejected")
         return yield* Effect.fail(new TransferWouldRevert({ reason: outcome.reason }))
-      return outcome.fee + ceilPercent(outcome.fee, fee_margin_percent)
+      return outcome.fee + ceilPercent(outcome.fee, fee_margin_percent) + attachedTon(transfer)
     })
 
   const estimateTransferFee = (from: string, intent: TransferIntent) =>
     Effect.gen(function* () {
       const sender = yield* parseAddress(from)
       const transfer = yield* planTransfer(sender, intent)
-      if (transfer.seqno === 0) return undeployed_fee_bound_nanotons
+      if (transfer.seqno === 0) return undeployed_fee_bound_nanotons + attachedTon(transfer)
       const public_key = yield* call(() => transport.publicKey(sender))
       return yield* feeBound(walletOf(public_key), transfer)
     })
@@ -128,16 +255,19 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
       const transfer = yield* planTransfer(wallet.address, intent, options?.nonce)
       const from = friendly(wallet.address)
       const { balance: available } = yield* call(() => transport.account(wallet.address))
+      const moved = transfer.amount - attachedTon(transfer)
       const short = (fee_max: bigint) =>
-        new InsufficientFundsForFee({ address: from, required: fee_max + transfer.amount, available })
-      // An empty account cannot pay for even the emulation; the deploying transfer's bound stands in.
-      if (available === 0n) return yield* Effect.fail(short(undeployed_fee_bound_nanotons))
+        new InsufficientFundsForFee({ address: from, required: fee_max + moved, available })
+      // An account that cannot cover even the coins it sends cannot pay for the emulation either;
+      // the deploying transfer's bound stands in for the fee.
+      if (available <= moved + attachedTon(transfer))
+        return yield* Effect.fail(short(undeployed_fee_bound_nanotons + attachedTon(transfer)))
       const fee_max = yield* feeBound(wallet, transfer)
-      if (available < fee_max + transfer.amount) return yield* Effect.fail(short(fee_max))
+      if (available < fee_max + moved) return yield* Effect.fail(short(fee_max))
       const message = signedTransfer(wallet, key, transfer)
       const summary = summarizeMessage(message.toBoc())
       if (summary === null) throw new Error("a signed wallet message must read back")
-      remember(messages, summary)
+      remember(messages, summary.message_hash, summary)
       const signed: SignedTransfer = {
         raw: `0x${message.toBoc().toString("hex")}`,
         tx_hash: summary.message_hash,
@@ -159,7 +289,7 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
         )
       }
       const tx_hash = summary.message_hash
-      remember(messages, summary)
+      remember(messages, summary.message_hash, summary)
       if ((yield* call(() => transport.landed(summary.wallet, tx_hash))) !== null) return { tx_hash }
       const seqno = (yield* call(() => transport.getSeqno(summary.wallet))) ?? 0
       if (seqno > summary.seqno) return yield* Effect.fail(new NonceTooLow({ tx_hash, nonce: summary.seqno }))
@@ -189,23 +319,94 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
       if (summary === undefined) return { status: "dropped", tx_hash }
       const landedNow = () => call(() => transport.landed(summary.wallet, tx_hash))
       const landed = yield* landedNow()
-      if (landed !== null) return statusOf(tx_hash, landed)
+      if (landed !== null) return yield* settledStatus(tx_hash, summary, landed)
       const seqno = (yield* call(() => transport.getSeqno(summary.wallet))) ?? 0
       const expired = (yield* call(() => transport.now())) > summary.valid_until
       if (seqno <= summary.seqno && !expired) return { status: "seen", tx_hash }
       // It may have landed between the two reads.
       const late = yield* landedNow()
-      return late === null ? { status: "dropped", tx_hash } : statusOf(tx_hash, late)
+      return late === null ? { status: "dropped", tx_hash } : yield* settledStatus(tx_hash, summary, late)
+    })
+
+  /** A landed wallet message's status; a jetton transfer's follows its chain of messages. */
+  const settledStatus = (tx_hash: string, summary: WalletMessageSummary, landed: LandedTransaction) =>
+    summary.jetton === null || landed.failed || landed.outgoing.length === 0
+      ? Effect.succeed(statusOf(tx_hash, landed))
+      : jettonStatus(tx_hash, landed)
+
+  /**
+   * A jetton transfer is two hops past the sender's wallet: the sender's jetton wallet (which
+   * debits and sends `internal_transfer`), then the recipient's jetton wallet (which credits). It is
+   * `finalized` once the recipient's jetton wallet credited without failing, with that credit's
+   * transaction as the proof (the TON counterpart of an EVM Transfer log); `reverted` when either
+   * jetton wallet refused (the jettons bounced back, or never left), with the refusing transaction
+   * as the proof; `confirmed` while a hop has not landed yet (the sender's wallet transaction is in
+   * a block, the outcome is not known).
+   */
+  const jettonStatus = (tx_hash: string, wallet_transaction: LandedTransaction) =>
+    Effect.gen(function* () {
+      let current = wallet_transaction
+      for (let hop = 0; hop < jetton_hop_count; hop++) {
+        const message = current.outgoing[0]
+        if (message === undefined) return { status: "reverted", proof: proofOf(tx_hash, current) } as const
+        const next = yield* call(() => transport.landed(Address.parseRaw(message.to), message.message_hash))
+        if (next === null) return { status: "confirmed", proof: proofOf(tx_hash, current) } as const
+        if (next.failed) return { status: "reverted", proof: proofOf(tx_hash, next) } as const
+        current = next
+      }
+      const credit = current.in_message_body === null ? null : readInternalTransfer(current.in_message_body)
+      if (credit === null) return { status: "reverted", proof: proofOf(tx_hash, current) } as const
+      return { status: "finalized", proof: { ...proofOf(tx_hash, current), log_index: 0 } } as const
     })
 
   const balance = (address: string, asset: ChainAsset) =>
     Effect.gen(function* () {
       const owner = yield* parseAddress(address)
-      if (asset.kind !== "native")
-        return yield* Effect.die(new Error("jetton balances are not implemented on TON yet"))
+      if (asset.kind === "token") return yield* jettonBalance(owner, yield* parseAddress(asset.contract))
       return (yield* call(() => transport.account(owner))).balance
     })
 
+  /**
+   * The `tx_hash` a jetton credit is known by: the hash of the external message that started its
+   * chain (the sender's wallet message, as `signTransfer` returned it), found by walking back from
+   * the credit through the sending jetton wallet's transaction to the owner wallet's. Each parent
+   * is found among its account's transactions just before the message's `created_lt`. A mint walks
+   * back to the issuer's message the same way; a chain that cannot be walked in two hops keeps the
+   * crediting transaction's hash.
+   */
+  const originOf = (credit: LandedTransaction) =>
+    Effect.gen(function* () {
+      let current = credit
+      for (let hop = 0; hop < jetton_hop_count; hop++) {
+        const source = current.in_message_from
+        const message_hash = current.in_message_hash
+        if (source === null || message_hash === null) break
+        const created_lt = current.in_message_created_lt
+        const window = yield* call(() =>
+          transport.transactionsOf(
+            Address.parseRaw(source),
+            created_lt - origin_search_lt_window,
+            created_lt,
+            incoming_transactions_per_address_max,
+          ),
+        )
+        const parent = window.find((landed) =>
+          landed.outgoing.some((out) => out.message_hash === message_hash),
+        )
+        if (parent === undefined) return credit.hash
+        current = parent
+      }
+      return current.in_message_from === null && current.in_message_hash !== null
+        ? current.in_message_hash
+        : credit.hash
+    })
+
+  /**
+   * Native TON: the coins of every internal message credited to the owner's wallet. A jetton:
+   * every `internal_transfer` the owner's jetton wallet accepted (from a sibling wallet or, for a
+   * mint, the minter), which is exactly when the wallet's balance grew; the sender is the owner
+   * the message names, which the jetton wallet checked against the sending wallet's address.
+   */
   const incomingTransfers = (query: IncomingTransfersQuery) =>
     Effect.gen(function* () {
       if (query.to_block < query.from_block) {
@@ -214,15 +415,14 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
       if (query.addresses.length > incoming_addresses_max) {
         return yield* Effect.fail(new QueryTooWide({ reason: "too many addresses" }))
       }
-      if (query.contract !== ton_native_contract) {
-        return yield* Effect.die(new Error("jetton deposits are not implemented on TON yet"))
-      }
+      const minter = query.contract === ton_native_contract ? null : yield* parseAddress(query.contract)
       const found: Array<IncomingTransfer> = []
       for (const text of query.addresses) {
         const owner = yield* parseAddress(text)
+        const watched = minter === null ? owner : yield* jettonWalletOf(owner, minter)
         const limit = incoming_transactions_per_address_max + 1
         const landed = yield* call(() =>
-          transport.transactionsOf(owner, query.from_block, query.to_block, limit),
+          transport.transactionsOf(watched, query.from_block, query.to_block, limit),
         )
         if (landed.length > incoming_transactions_per_address_max) {
           return yield* Effect.fail(
@@ -230,16 +430,10 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
           )
         }
         for (const transaction of landed) {
-          const from = transaction.in_message_from
-          if (from === null || transaction.in_message_bounced || transaction.in_message_returned) continue
-          if (transaction.in_message_value === 0n) continue
-          found.push({
-            contract: ton_native_contract,
-            from: friendly(Address.parseRaw(from)),
-            to: text,
-            amount: transaction.in_message_value,
-            proof: proofOf(transaction.hash, transaction),
-          })
+          const credit = minter === null ? nativeCredit(transaction) : jettonCredit(transaction)
+          if (credit === null) continue
+          const tx_hash = minter === null ? credit.proof.tx_hash : yield* originOf(transaction)
+          found.push({ contract: query.contract, to: text, ...credit, proof: { ...credit.proof, tx_hash } })
         }
       }
       return found.sort((a, b) => (a.proof.block_number < b.proof.block_number ? -1 : 1))
@@ -263,6 +457,38 @@ function statusOf(tx_hash: string, landed: LandedTransaction): TransactionStatus
     : { status: "finalized", proof }
 }
 
+type Credit = Pick<IncomingTransfer, "from" | "amount" | "proof">
+
+function nativeCredit(transaction: LandedTransaction): Credit | null {
+  const from = transaction.in_message_from
+  if (from === null || transaction.in_message_bounced || transaction.in_message_returned) return null
+  if (transaction.in_message_value === 0n) return null
+  const proof = proofOf(transaction.hash, transaction)
+  return { from: friendly(Address.parseRaw(from)), amount: transaction.in_message_value, proof }
+}
+
+function jettonCredit(transaction: LandedTransaction): Credit | null {
+  if (transaction.failed || transaction.in_message_bounced || transaction.in_message_body === null)
+    return null
+  const credit = readInternalTransfer(transaction.in_message_body)
+  if (credit === null) return null
+  const proof = { ...proofOf(transaction.hash, transaction), log_index: 0 }
+  return { from: friendly(credit.from), amount: credit.amount, proof }
+}
+
+/**
+ * A jetton transfer's query id: the wallet message's `valid_until` and seqno, which no two
+ * messages of one wallet share, so the id is unique per sender and known before signing.
+ */
+function jettonQueryId(seqno: number, valid_until: number): bigint {
+  return (BigInt(valid_until) << 32n) | BigInt(seqno)
+}
+
+/** The TON a transfer attaches for a jetton wallet to spend, counted in the fee; 0 for native. */
+function attachedTon(transfer: WalletTransfer): bigint {
+  return transfer.body === null ? 0n : transfer.amount
+}
+
 function proofOf(tx_hash: string, landed: LandedTransaction): InclusionProof {
   return { tx_hash, block_number: landed.lt, block_hash: landed.hash, log_index: null, confirmations: 1 }
 }
@@ -276,10 +502,10 @@ function ceilPercent(value: bigint, percent: bigint): bigint {
   return (value * percent + 99n) / 100n
 }
 
-function remember(memory: Map<string, WalletMessageSummary>, summary: WalletMessageSummary): void {
-  if (memory.size >= message_memory_count_max && !memory.has(summary.message_hash)) {
+function remember<V>(memory: Map<string, V>, key: string, value: V): void {
+  if (memory.size >= message_memory_count_max && !memory.has(key)) {
     const oldest = memory.keys().next()
     if (oldest.done !== true) memory.delete(oldest.value)
   }
-  memory.set(summary.message_hash, summary)
+  memory.set(key, value)
 }

@@ -108,6 +108,16 @@ export function makeHttpTransport(config: TonHttpConfig): TonTransport {
       const key = (await client.runMethod(address, "get_public_key")).stack.readBigNumber()
       return Buffer.from(key.toString(16).padStart(64, "0"), "hex")
     },
+    runGetMethod: async (address, method, args) => {
+      if ((await account(address)).status !== "active") return null
+      try {
+        return (await client.runMethod(address, method, [...args])).stack
+      } catch (error) {
+        // TonClient throws for a get method that exits with an error code; that is an answer.
+        if (error instanceof Error && /exit_code/i.test(error.message)) return null
+        throw error
+      }
+    },
     emulate,
     send,
     landed: async (address, message_hash) => {

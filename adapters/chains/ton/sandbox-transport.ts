@@ -6,22 +6,34 @@
  * - a record of every transaction the messages it sent caused, by account and by inbound message
  *   hash; it lives as long as the transport and holds at most `landed_record_count_max`
  *   transactions (the oldest are forgotten first);
+ * - `apply`, for the sandbox's own administration (minting, freezing, topping up TON): it runs in
+ *   the same queue as everything else and its transactions are recorded like a broadcast's, so
+ *   that deposits made that way are seen by `incomingTransfers`;
  * - emulation for fee estimates: a snapshot of the sandbox, the message run with its signature
  *   check skipped, and the snapshot restored. Calls are serialized so that no send interleaves with
  *   an emulation.
  */
-import type { Address, Cell } from "@ton/core"
-import { type Blockchain, EmulationError } from "@ton/sandbox"
+import type { Address, Cell, TupleItem } from "@ton/core"
+import { type Blockchain, EmulationError, type SendMessageResult } from "@ton/sandbox"
 import { summarizeTransaction } from "./transaction.ts"
 import type { AccountStatus, LandedTransaction, SendOutcome, TonAccount, TonTransport } from "./transport.ts"
 
 const landed_record_count_max = 100_000
 
+/** The sandbox transport, with the one extra the sandbox chain needs. */
+export interface SandboxTonTransport extends TonTransport {
+  /**
+   * Runs `action` (messages sent straight into the sandbox, e.g. from a treasury) between the
+   * transport's other calls, and records the transactions it caused.
+   */
+  readonly apply: (action: () => Promise<SendMessageResult>) => Promise<SendMessageResult>
+}
+
 /**
  * Wraps a sandbox blockchain.
  * @example const transport = makeSandboxTransport(await Blockchain.create())
  */
-export function makeSandboxTransport(blockchain: Blockchain): TonTransport {
+export function makeSandboxTransport(blockchain: Blockchain): SandboxTonTransport {
   const by_message = new Map<string, LandedTransaction>()
   const by_account = new Map<string, Array<LandedTransaction>>()
   let record_count = 0
@@ -51,15 +63,25 @@ export function makeSandboxTransport(blockchain: Blockchain): TonTransport {
     record_count -= 1
   }
 
+  const recordAll = (result: SendMessageResult) => {
+    for (const transaction of result.transactions) {
+      const info = transaction.inMessage?.info
+      if (info === undefined || info.type === "external-out") continue
+      record(summarizeTransaction(info.dest, transaction))
+    }
+  }
+
+  const apply = (action: () => Promise<SendMessageResult>) =>
+    serialized(async () => {
+      const result = await action()
+      recordAll(result)
+      return result
+    })
+
   const send = (message: Cell) =>
     serialized(async (): Promise<SendOutcome> => {
       try {
-        const result = await blockchain.sendMessage(message)
-        for (const transaction of result.transactions) {
-          const info = transaction.inMessage?.info
-          if (info === undefined || info.type === "external-out") continue
-          record(summarizeTransaction(info.dest, transaction))
-        }
+        recordAll(await blockchain.sendMessage(message))
         return { kind: "accepted" }
       } catch (error) {
         if (error instanceof EmulationError) return { kind: "rejected", reason: error.error }
@@ -104,12 +126,20 @@ export function makeSandboxTransport(blockchain: Blockchain): TonTransport {
     return Buffer.from(key.toString(16).padStart(64, "0"), "hex")
   }
 
+  const runGetMethod = async (address: Address, method: string, args: ReadonlyArray<TupleItem>) => {
+    if ((await account(address)).status !== "active") return null
+    const result = await blockchain.runGetMethod(address, method, [...args])
+    return result.exitCode === 0 || result.exitCode === 1 ? result.stackReader : null
+  }
+
   return {
     now: async () => blockchain.now ?? Math.floor(Date.now() / 1000),
     newestLt: async () => blockchain.lt,
     account,
     getSeqno,
     publicKey,
+    runGetMethod,
+    apply,
     emulate,
     send,
     landed: async (address, message_hash) => {

@@ -21,8 +21,10 @@ import {
   external,
   internal,
   loadMessage,
+  loadMessageRelaxed,
   type Message,
   SendMode,
+  type Slice,
   storeMessage,
   type Transaction,
 } from "@ton/core"
@@ -30,6 +32,7 @@ import { keyPairFromSeed } from "@ton/crypto"
 import { WalletContractV4 } from "@ton/ton"
 import { assert } from "../../../domain/assert.ts"
 import type { SigningKey } from "../../../domain/custody/derive.ts"
+import { type JettonTransfer, readJettonTransfer } from "./jetton.ts"
 import type { LandedTransaction, OutgoingValue } from "./transport.ts"
 
 const wallet_workchain = 0
@@ -37,11 +40,17 @@ const wallet_send_mode = SendMode.PAY_GAS_SEPARATELY + SendMode.IGNORE_ERRORS
 /** A v4 body starts with the 512-bit signature, then wallet id, valid_until and seqno, 32 bits each. */
 const signature_bits = 512
 
-/** What a native transfer sends: `to` as the user wrote it, whose bounceable flag is kept. */
-export interface NativeTransfer {
+/**
+ * The one internal message a wallet transfer sends: for native TON, `amount` to the recipient as
+ * the user wrote it (its bounceable flag kept) and no body; for a jetton, `amount` TON attached to
+ * the sender's jetton wallet, bounceable, with the jetton `transfer` as body.
+ */
+export interface WalletTransfer {
   readonly to: Address
   readonly bounce: boolean
+  /** The TON the internal message carries, in nanotons. */
   readonly amount: bigint
+  readonly body: Cell | null
   readonly seqno: number
   /** Unix seconds after which the wallet refuses the message. */
   readonly valid_until: number
@@ -54,6 +63,8 @@ export interface WalletMessageSummary {
   readonly wallet: Address
   readonly seqno: number
   readonly valid_until: number
+  /** The jetton transfer the message carries, and the sender's jetton wallet it goes to; or null. */
+  readonly jetton: { readonly wallet: Address; readonly transfer: JettonTransfer } | null
 }
 
 /**
@@ -72,13 +83,15 @@ export function walletOf(public_key: Uint8Array): WalletContractV4 {
 export function signedTransfer(
   wallet: WalletContractV4,
   key: SigningKey | null,
-  transfer: NativeTransfer,
+  transfer: WalletTransfer,
 ): Cell {
   const args = {
     seqno: transfer.seqno,
     timeout: transfer.valid_until,
     sendMode: wallet_send_mode,
-    messages: [internal({ to: transfer.to, value: transfer.amount, bounce: transfer.bounce })],
+    messages: [
+      internal({ to: transfer.to, value: transfer.amount, bounce: transfer.bounce, body: transfer.body }),
+    ],
   }
   const body =
     key === null
@@ -114,6 +127,7 @@ export function summarizeMessage(boc: Buffer): WalletMessageSummary | null {
     const valid_until = body.loadUint(32)
     const seqno = body.loadUint(32)
     return {
+      jetton: jettonOf(body),
       message: root,
       message_hash: root.hash().toString("hex"),
       wallet: message.info.dest,
@@ -123,6 +137,16 @@ export function summarizeMessage(boc: Buffer): WalletMessageSummary | null {
   } catch {
     return null
   }
+}
+
+/** The jetton transfer inside a v4 body after its seqno (op 0: a plain send), or null. */
+function jettonOf(rest: Slice): WalletMessageSummary["jetton"] {
+  if (rest.remainingBits < 16 || rest.remainingRefs < 1 || rest.loadUint(8) !== 0) return null
+  rest.skip(8) // send mode
+  const message = loadMessageRelaxed(rest.loadRef().beginParse())
+  if (message.info.type !== "internal") return null
+  const transfer = readJettonTransfer(message.body)
+  return transfer === null ? null : { wallet: message.info.dest, transfer }
 }
 
 /**
@@ -145,7 +169,11 @@ export function summarizeTransaction(account: Address, transaction: Transaction)
   let forward_fees = 0n
   for (const out of transaction.outMessages.values()) {
     if (out.info.type !== "internal") continue
-    outgoing.push({ to: out.info.dest.toRawString(), value: out.info.value.coins })
+    outgoing.push({
+      to: out.info.dest.toRawString(),
+      value: out.info.value.coins,
+      message_hash: messageHash(out),
+    })
     forward_fees += out.info.forwardFee
   }
   return {
@@ -155,6 +183,8 @@ export function summarizeTransaction(account: Address, transaction: Transaction)
     in_message_hash: inbound === null ? null : messageHash(inbound),
     in_message_from: internal_in === null ? null : internal_in.src.toRawString(),
     in_message_value: internal_in === null ? 0n : internal_in.value.coins,
+    in_message_created_lt: internal_in === null ? 0n : internal_in.createdLt,
+    in_message_body: internal_in === null || inbound === null ? null : inbound.body,
     in_message_bounced: internal_in?.bounced ?? false,
     in_message_returned:
       transaction.description.type === "generic" && transaction.description.bouncePhase?.type === "ok",

@@ -12,7 +12,7 @@
  * transaction, which is how TON's APIs address it. Shard block numbers are not comparable across
  * shards and the sandbox has no blocks at all, so lt is the one position both transports share.
  */
-import type { Address, Cell } from "@ton/core"
+import type { Address, Cell, TupleItem, TupleReader } from "@ton/core"
 
 /** An account's lifecycle state, as TON names it: `uninit` accounts hold coins but no code. */
 export type AccountStatus = "active" | "uninit" | "frozen" | "nonexist"
@@ -40,6 +40,8 @@ export interface OutgoingValue {
   /** The destination in raw form (`0:ab...`). */
   readonly to: string
   readonly value: bigint
+  /** The hash of the message's cell, hex: the `in_message_hash` of the transaction it causes. */
+  readonly message_hash: string
 }
 
 /** A transaction in an account's chain, as the chain recorded it. */
@@ -53,8 +55,15 @@ export interface LandedTransaction {
   readonly in_message_hash: string | null
   /** The inbound message's source in raw form; null for an external message. */
   readonly in_message_from: string | null
+  /**
+   * The lt at which the inbound internal message was created: the sending transaction's lt plus one
+   * plus the message's index among its outgoing messages; 0 for an external message.
+   */
+  readonly in_message_created_lt: bigint
   /** The coins the inbound (internal) message carried; 0 for an external message. */
   readonly in_message_value: bigint
+  /** The inbound internal message's body; null for an external message or none. */
+  readonly in_message_body: Cell | null
   /** Whether the inbound message is itself a bounce (TON's `bounced` flag). */
   readonly in_message_bounced: boolean
   /** Whether this transaction bounced the inbound message's coins back (bounce phase ran). */
@@ -80,6 +89,15 @@ export interface TonTransport {
   readonly getSeqno: (address: Address) => Promise<number | null>
   /** An active wallet's ed25519 public key (its `get_public_key` get method). */
   readonly publicKey: (address: Address) => Promise<Uint8Array>
+  /**
+   * Runs a get method of an active contract; null when the account is not active or the method
+   * exits with an error (a jetton wallet not deployed yet has no `get_wallet_data`).
+   */
+  readonly runGetMethod: (
+    address: Address,
+    method: string,
+    args: ReadonlyArray<TupleItem>,
+  ) => Promise<TupleReader | null>
   /** Emulates an external message with its signature check skipped; changes nothing. */
   readonly emulate: (address: Address, message: Cell) => Promise<EmulationOutcome>
   readonly send: (message: Cell) => Promise<SendOutcome>
