@@ -10,8 +10,9 @@ import { NodeRuntime } from "@effect/platform-node"
 import { Cause, Context, Effect, Exit, Layer, Logger, References, Runtime, Schedule } from "effect"
 import { makeEvmAdapter } from "../adapters/chains/evm/adapter.ts"
 import { makePostgresEventStore } from "../adapters/eventstore/postgres/event-store.ts"
-import { chainDefinition, type TokenSymbol } from "../domain/chains/registry.ts"
+import { chainDefinition, chainIdentifiers, type TokenSymbol } from "../domain/chains/registry.ts"
 import type { EvmChain } from "../domain/custody/derive.ts"
+import type { Environment } from "../domain/platform/scopes.ts"
 import type { JsonObject } from "../domain/webhooks/events.ts"
 import { type SandboxChain, sandbox_finality_confirmations, startSandboxChain } from "./chains/sandbox.ts"
 import { type LogLevel, readConfig } from "./config.ts"
@@ -27,12 +28,12 @@ import { makeRateLimiter } from "./platform/rate-limit.ts"
 import { Platform } from "./platform/service.ts"
 import { findSettleable, settleWaitingPayments } from "./platform/settlement.ts"
 import { makeWalletReader } from "./platform/wallets.ts"
-import type { ChainAdapter } from "./ports/chain.ts"
 import { Chains, type RunningChain } from "./ports/chains.ts"
 import { Database } from "./ports/database.ts"
 import { EventStore } from "./ports/event-store.ts"
 import { startProjection } from "./projections/runner.ts"
 import { composeHooks, transferHook } from "./transfers/hook.ts"
+import { chainRoutes } from "./transfers/routes.ts"
 import { createTransferQueue, startTransferWorker } from "./transfers/worker.ts"
 import { startWebhookEngine } from "./webhooks/engine.ts"
 import { retrySchedule } from "./webhooks/retry.ts"
@@ -245,8 +246,9 @@ const ChainsLive = Layer.effect(
 
 /**
  * Signs, broadcasts, confirms and settles on-chain transfers (pg-boss jobs of the webhook engine's
- * instance). It sends on the sandbox's local chains: the worker picks an adapter by chain name
- * alone, so production transfers wait until it also routes by environment.
+ * instance) on every running chain of both environments: the sandbox's local chains and the
+ * production networks configured by CHAIN_RPC_URL_<CHAIN>. A transfer goes to its own
+ * environment's adapter (src/transfers/routes.ts).
  */
 const transfer_poll_interval_ms = 250
 const transfer_poll_count_max = 2_400
@@ -257,12 +259,15 @@ const TransferWorkerLive = Layer.effectDiscard(
     const writer = yield* LedgerWriter
     const custody = yield* CustodyVault
     const chains = yield* Chains
-    const adapters = new Map<string, ChainAdapter>()
-    for (const chain of config.sandboxEvmChains) {
-      const running = chains.get("sandbox", chain)
-      if (running !== undefined) adapters.set(chain, running.adapter)
-    }
-    if (adapters.size === 0) return
+    const adaptersIn = (environment: Environment) =>
+      new Map(
+        chainIdentifiers.flatMap((chain) => {
+          const running = chains.get(environment, chain)
+          return running === undefined ? [] : [[chain, running.adapter] as const]
+        }),
+      )
+    const routes = chainRoutes({ sandbox: adaptersIn("sandbox"), production: adaptersIn("production") })
+    if (routes.sandbox.size === 0 && routes.production.size === 0) return
     yield* Effect.acquireRelease(
       Effect.promise(() =>
         startTransferWorker(
@@ -270,7 +275,7 @@ const TransferWorkerLive = Layer.effectDiscard(
             pool,
             boss,
             writer,
-            adapters,
+            routes,
             signingKey: (ref) =>
               custody.signingKeyFor(ref.environment, ref.chain, ref.tenant_index, ref.wallet_index),
           },
@@ -284,7 +289,7 @@ const TransferWorkerLive = Layer.effectDiscard(
       (worker) => Effect.promise(() => worker.stop()),
     )
     yield* Effect.logInfo("transfer worker running").pipe(
-      Effect.annotateLogs({ chains: [...adapters.keys()] }),
+      Effect.annotateLogs({ sandbox: [...routes.sandbox.keys()], production: [...routes.production.keys()] }),
     )
   }),
 )

@@ -9,7 +9,9 @@
  * broadcasts the persisted bytes again and never signs anew, so one nonce carries exactly one
  * transaction, and `broadcast` of bytes the chain already knows is a success that changes nothing.
  * Nonces are read from the chain's pending state: the caller signs for one sender address at a time
- * (one job per address), or passes `nonce` from its own persisted counter.
+ * (one job per address), or passes `nonce` from its own persisted counter. Families without a
+ * counter (Solana, Tron) bound a transaction's life instead: once it is over, `broadcast` answers
+ * `TransactionExpired` and the bytes are dead for good.
  *
  * Words: a transaction is `seen` (known to the node, not in a block), `confirmed` (in a block that
  * may still be reorganised away), `finalized` (deep enough for the chain's confirmation policy),
@@ -113,6 +115,14 @@ export class NonceTooLow extends Data.TaggedError("NonceTooLow")<{
   readonly nonce: number
 }> {}
 
+/**
+ * The transaction's lifetime ended before it landed (Solana: its blockhash expired; Tron: its
+ * expiration passed): these bytes can never be included, and no copy of them is in flight.
+ */
+export class TransactionExpired extends Data.TaggedError("TransactionExpired")<{
+  readonly tx_hash: string
+}> {}
+
 /** The node refused the transaction for a reason other than the ones above. */
 export class BroadcastRejected extends Data.TaggedError("BroadcastRejected")<{
   readonly tx_hash: string
@@ -146,7 +156,10 @@ export interface ChainAdapter {
   /** Sends signed bytes to the chain; idempotent: bytes the chain already holds succeed again. */
   readonly broadcast: (
     raw: string,
-  ) => Effect.Effect<{ readonly tx_hash: string }, InsufficientFundsForFee | NonceTooLow | BroadcastRejected>
+  ) => Effect.Effect<
+    { readonly tx_hash: string },
+    InsufficientFundsForFee | NonceTooLow | TransactionExpired | BroadcastRejected
+  >
   /** Where the transaction is now, with its proof once it is in a block. */
   readonly transactionStatus: (tx_hash: string) => Effect.Effect<TransactionStatus>
   /** The on-chain balance of `address` in `asset`, in its smallest unit, at the newest block. */

@@ -226,13 +226,13 @@ describe("Solana adapter on LiteSVM", () => {
     )
   })
 
-  test("bytes whose blockhash expired are rejected and the transaction reads dropped", async () => {
+  test("bytes whose blockhash expired are refused as expired and the transaction reads dropped", async () => {
     const signed = await run(
       adapter.signTransfer(keyOf(0), { asset: usdc, to: addressOf(1), amount: usdc_unit }),
     )
     svm.expireBlockhash()
     const exit = await runExit(adapter.broadcast(signed.raw))
-    expect(Exit.isFailure(exit) && JSON.stringify(exit.cause)).toContain("BroadcastRejected")
+    expect(Exit.isFailure(exit) && JSON.stringify(exit.cause)).toContain("TransactionExpired")
     expect((await run(adapter.transactionStatus(signed.tx_hash))).status).toBe("dropped")
   })
 

@@ -10,7 +10,9 @@ import { fileURLToPath } from "node:url"
 import { Effect, Result } from "effect"
 import { type Address, createPublicClient, http } from "viem"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { makeEvmAdapter } from "../../adapters/chains/evm/adapter.ts"
 import { paymentFee } from "../../domain/ledger/fee.ts"
+import type { Environment } from "../../domain/platform/scopes.ts"
 import { type AnvilNode, startAnvil } from "../../src/chains/anvil.ts"
 import { deployStablecoin } from "../../src/chains/stablecoin.ts"
 import {
@@ -23,6 +25,7 @@ import {
 } from "../../src/platform/accounts.ts"
 import { custodyAccountId, fromDb, type TransferRow } from "../../src/transfers/model.ts"
 import { type RequestDeps, requestTransfer, type SourceWallet } from "../../src/transfers/request.ts"
+import { type ChainRoutes, chainRoutes } from "../../src/transfers/routes.ts"
 import { startTransferWorker, type TransferWorker } from "../../src/transfers/worker.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { callStablecoin, test_mnemonic, testWallet } from "../support/evm.ts"
@@ -30,7 +33,6 @@ import { composeTransfers, type TransferHarness, transfer_chain_id, usdp } from 
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 const tenant_id = "ten_transfers"
-const ledger = ledgerOf(tenant_id, "sandbox")
 const asset = usdp()
 const issuer = testWallet(0)
 const funding = 1_000_000_000n
@@ -49,7 +51,12 @@ const issuerCall = (fn: string, args: ReadonlyArray<unknown>) =>
   callStablecoin(node.rpc_url, contract, issuer.key, fn, args)
 
 /** A custody wallet (tenant `tenant_index`, wallet `wallet_index`) with tokens on chain and in the ledger. */
-const fundedWallet = async (wallet_index: number, tenant_index = 0): Promise<SourceWallet> => {
+const fundedWallet = async (
+  wallet_index: number,
+  tenant_index = 0,
+  environment: Environment = "sandbox",
+): Promise<SourceWallet> => {
+  const ledger = ledgerOf(tenant_id, environment)
   const { address } = testWallet(wallet_index, tenant_index)
   const wallet: SourceWallet = {
     wallet_id: `wal_${tenant_index}_${wallet_index}`,
@@ -97,11 +104,13 @@ const request = (
   to_address: string,
   amount: bigint,
   idempotency_key: string | null = null,
+  environment: Environment = "sandbox",
+  request_deps: RequestDeps = deps,
 ) =>
   run(
-    requestTransfer(deps, {
+    requestTransfer(request_deps, {
       tenant_id,
-      environment: "sandbox",
+      environment,
       wallet,
       to_address,
       amount,
@@ -113,8 +122,8 @@ const request = (
     }),
   )
 
-const account = async (account_id: string) => {
-  const { state } = await run(harness.writer.snapshot(ledger))
+const account = async (account_id: string, environment: Environment = "sandbox") => {
+  const { state } = await run(harness.writer.snapshot(ledgerOf(tenant_id, environment)))
   const found = state.accounts.get(account_id)
   if (found === undefined) throw new Error(`no account ${account_id}`)
   return found
@@ -138,21 +147,21 @@ const settled = async (transfer_id: string): Promise<TransferRow> => {
   }
 }
 
-const startWorker = () =>
+const startWorker = (routes: ChainRoutes) =>
   startTransferWorker(
     {
       pool: db.pool,
       boss: harness.boss,
       writer: harness.writer,
-      adapters: harness.adapters,
+      routes,
       signingKey: harness.signingKey,
     },
     { poll_interval_ms: 200, poll_count_max: 50, worker_count: 2, job_expire_seconds: 3 },
   )
 
 /** Runs `body` while a worker of this process works the queue. */
-const withWorker = async <A>(body: () => Promise<A>): Promise<A> => {
-  const worker: TransferWorker = await startWorker()
+const withWorker = async <A>(body: () => Promise<A>, routes = harness.routes): Promise<A> => {
+  const worker: TransferWorker = await startWorker(routes)
   try {
     return await body()
   } finally {
@@ -189,7 +198,7 @@ beforeAll(async () => {
     decimals: 6,
   })
   harness = await composeTransfers(db.pool, node.rpc_url)
-  deps = { writer: harness.writer, pool: db.pool, chains: new Set(["ethereum"]) }
+  deps = { writer: harness.writer, pool: db.pool, routes: harness.routes }
 })
 
 afterAll(async () => {
@@ -311,6 +320,51 @@ describe("on-chain transfers (EVM)", () => {
     const payer = await account(walletAccountId(wallet.wallet_id, asset))
     expect(payer.credits_posted - payer.debits_posted - payer.debits_pending).toBe(funding)
     expect(payer.debits_pending).toBe(0n)
+  })
+
+  it("routes by environment: a production transfer goes to the production adapter, and is refused where none runs", async () => {
+    // The sandbox's ethereum adapter points at a port nothing listens on: a transfer sent through it
+    // could never complete, so completing proves the production adapter (on anvil) sent it.
+    const unreachable = makeEvmAdapter({
+      chain_id: transfer_chain_id,
+      rpc_url: "http://127.0.0.1:9/",
+      finality_confirmations: 1,
+    })
+    const routes = chainRoutes({
+      sandbox: new Map([["ethereum", unreachable]]),
+      production: new Map([["ethereum", harness.adapter]]),
+    })
+    const wallet = await fundedWallet(6, 0, "production")
+    const recipient = testWallet(17).address
+    const before = await tokenBalance(recipient)
+    const production_deps: RequestDeps = { ...deps, routes }
+    const requested = await request(wallet, recipient, 3_000_000n, null, "production", production_deps)
+    const row = await withWorker(() => settled(requested.transfer_id), routes)
+    expect(row).toMatchObject({ status: "completed", environment: "production" })
+    expect(await tokenBalance(recipient)).toBe(before + 3_000_000n)
+    expect((await account(walletAccountId(wallet.wallet_id, asset), "production")).debits_posted).toBe(
+      3_000_000n + paymentFee(3_000_000n),
+    )
+
+    const sandbox_only: RequestDeps = { ...deps, routes: chainRoutes({ sandbox: harness.routes.sandbox }) }
+    const refused = await Effect.runPromise(
+      Effect.flip(
+        requestTransfer(sandbox_only, {
+          tenant_id,
+          environment: "production",
+          wallet,
+          to_address: recipient,
+          amount: 1n,
+          token: { asset, contract },
+          idempotency_key: null,
+          actor: "test",
+          correlation_id: "c",
+          now_ms: Date.now(),
+        }),
+      ),
+    )
+    expect(refused).toMatchObject({ _tag: "UnsupportedChain", chain: "ethereum" })
+    expect((await account(walletAccountId(wallet.wallet_id, asset), "production")).debits_pending).toBe(0n)
   })
 
   it("completes exactly once after the worker is killed right after the broadcast", async () => {

@@ -22,7 +22,7 @@ const main = async () => {
       pool,
       boss: harness.boss,
       writer: harness.writer,
-      adapters: harness.adapters,
+      routes: harness.routes,
       signingKey: harness.signingKey,
     },
     {

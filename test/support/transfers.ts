@@ -17,6 +17,7 @@ import { type LedgerWriterService, makeLedgerWriter } from "../../src/ledger/wri
 import type { EnqueueEvents } from "../../src/platform/outbox.ts"
 import type { ChainAdapter } from "../../src/ports/chain.ts"
 import { composeHooks, transferHook } from "../../src/transfers/hook.ts"
+import { type ChainRoutes, chainRoutes } from "../../src/transfers/routes.ts"
 import { createTransferQueue, type SigningKeySource } from "../../src/transfers/worker.ts"
 import { pgBossDb } from "../../src/webhooks/queue.ts"
 import { enqueueEvents } from "../../src/webhooks/store.ts"
@@ -32,7 +33,7 @@ export interface TransferHarness {
   readonly boss: PgBoss
   readonly writer: LedgerWriterService
   readonly adapter: ChainAdapter
-  readonly adapters: ReadonlyMap<string, ChainAdapter>
+  readonly routes: ChainRoutes
   readonly signingKey: SigningKeySource
   readonly stop: () => Promise<void>
 }
@@ -68,7 +69,7 @@ export async function composeTransfers(pool: pg.Pool, rpc_url: string): Promise<
     boss,
     writer,
     adapter,
-    adapters: new Map([["ethereum", adapter]]),
+    routes: chainRoutes({ sandbox: new Map([["ethereum", adapter]]) }),
     signingKey: async (ref) =>
       deriveSigningKey(seed, {
         chain: ref.chain,

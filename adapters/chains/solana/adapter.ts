@@ -54,6 +54,7 @@ import {
   incoming_block_range_max,
   QueryTooWide,
   type SignedTransfer,
+  TransactionExpired,
   type TransactionStatus,
   type TransferIntent,
   TransferWouldRevert,
@@ -195,11 +196,17 @@ export function makeSolanaAdapter(transport: SolanaTransport, config: SolanaChai
       }
       const tx_hash = summary.signature
       if ((yield* call(() => transport.landed(tx_hash))) !== null) return { tx_hash }
+      const lifetime = blockhash(summary.lifetime_token)
+      if (!(yield* call(() => transport.isBlockhashValid(lifetime)))) {
+        // Read again: it may have landed between the first read and the blockhash's expiry.
+        if ((yield* call(() => transport.landed(tx_hash))) !== null) return { tx_hash }
+        return yield* Effect.fail(new TransactionExpired({ tx_hash }))
+      }
       const outcome = yield* call(() => transport.send(wire))
       switch (outcome.kind) {
         case "accepted":
         case "already_processed":
-          remember(broadcasted, tx_hash, blockhash(summary.lifetime_token))
+          remember(broadcasted, tx_hash, lifetime)
           return { tx_hash }
         case "insufficient_funds_for_fee": {
           const required = yield* call(() => transport.feeForMessage(summary.message_bytes))
@@ -229,7 +236,9 @@ export function makeSolanaAdapter(transport: SolanaTransport, config: SolanaChai
    * A signature the cluster does not know is `seen` while this process broadcast it and its
    * blockhash can still land, else `dropped`. After a restart the memory is gone: a transaction
    * broadcast before it and not yet processed reads `dropped` although it may still land within its
-   * blockhash's lifetime (about a minute). See the port change recommended in the report.
+   * blockhash's lifetime (about a minute). That is safe for the port's caller, which rebroadcasts
+   * the persisted bytes on `dropped`: the cluster takes one signature once, and `broadcast` answers
+   * `TransactionExpired` only once the blockhash is over and the signature has not landed.
    */
   const transactionStatus = (tx_hash: string): Effect.Effect<TransactionStatus> =>
     Effect.gen(function* () {
