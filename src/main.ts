@@ -3,8 +3,8 @@
  * the database (embedded PostgreSQL in DATA_DIR unless DATABASE_URL is set), applies migrations,
  * and runs the ledger writer, the projections, the expiry sweeper, the transfer worker and the HTTP
  * API until SIGINT or SIGTERM, then stops them in reverse order (the local chains, then the embedded
- * server last). The sandbox's local EVM chains (SANDBOX_EVM_CHAINS) start before the services that
- * use them.
+ * server last). The sandbox's local EVM chains (SANDBOX_EVM_CHAINS) and its Solana chain
+ * (SANDBOX_SOLANA) start before the services that use them.
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Cause, Context, Effect, Exit, Layer, Logger, References, Runtime, Schedule } from "effect"
@@ -15,6 +15,7 @@ import type { EvmChain } from "../domain/custody/derive.ts"
 import type { Environment } from "../domain/platform/scopes.ts"
 import type { JsonObject } from "../domain/webhooks/events.ts"
 import { type SandboxChain, sandbox_finality_confirmations, startSandboxChain } from "./chains/sandbox.ts"
+import { type SolanaSandboxChain, startSolanaSandbox } from "./chains/solana-sandbox.ts"
 import { type LogLevel, readConfig } from "./config.ts"
 import { type Custody, makeCustody, resolveKek } from "./custody/vault.ts"
 import { openDatabase } from "./db/open.ts"
@@ -200,9 +201,18 @@ const productionRunning = (chain: EvmChain, rpc_url: string): RunningChain => {
   }
 }
 
+/** The sandbox's Solana chain as the platform reaches it: LiteSVM in this process, its mints. */
+const solanaSandboxRunning = (local: SolanaSandboxChain): RunningChain => ({
+  adapter: local.adapter,
+  contracts: local.contracts,
+  gas_probe_address: local.issuer_address,
+  fund: local.fund,
+})
+
 /**
  * The chains: one anvil per SANDBOX_EVM_CHAINS entry (started together, each stopped by its own
- * finalizer), and production adapters from CHAIN_RPC_URL_<CHAIN>.
+ * finalizer), the sandbox's Solana chain unless SANDBOX_SOLANA is false, and production adapters
+ * from CHAIN_RPC_URL_<CHAIN>.
  */
 const ChainsLive = Layer.effect(
   Chains,
@@ -229,10 +239,27 @@ const ChainsLive = Layer.effect(
         }),
       )
     }
+    const solana = config.sandboxSolana
+      ? yield* Effect.acquireRelease(
+          Effect.promise(() => startSolanaSandbox()),
+          (started) =>
+            Effect.promise(() => started.stop()).pipe(
+              Effect.tap(() =>
+                Effect.logInfo("sandbox chain stopped").pipe(Effect.annotateLogs({ chain: "solana" })),
+              ),
+            ),
+        )
+      : undefined
+    if (solana !== undefined) {
+      yield* Effect.logInfo("sandbox chain running").pipe(
+        Effect.annotateLogs({ chain: "solana", contracts: Object.fromEntries(solana.contracts) }),
+      )
+    }
     const running = {
-      sandbox: new Map<string, RunningChain>(
-        local.map((started) => [started.chain, sandboxRunning(started)]),
-      ),
+      sandbox: new Map<string, RunningChain>([
+        ...local.map((started) => [started.chain, sandboxRunning(started)] as const),
+        ...(solana === undefined ? [] : [["solana", solanaSandboxRunning(solana)] as const]),
+      ]),
       production: new Map<string, RunningChain>(
         [...config.chainRpcUrls].map(([chain, url]) => [chain, productionRunning(chain, url)]),
       ),

@@ -80,6 +80,11 @@ export interface TransferWorkerOptions {
   readonly job_expire_seconds?: number
   /** Errors of steps (they are retried by pg-boss); default: ignored. */
   readonly onError?: (error: unknown) => void
+  /**
+   * Called after the signed bytes are persisted, before each broadcast of them; a test seam for what
+   * happens on chain in between (an account frozen, a blockhash expired).
+   */
+  readonly beforeBroadcast?: (row: TransferRow) => Promise<void>
   /** Called after a successful broadcast, before the status read; a test seam for crashes. */
   readonly afterBroadcast?: (row: TransferRow) => Promise<void>
 }
@@ -366,6 +371,7 @@ export function startTransferWorker(
     const adapter = adapterOf(row)
     let status = await Effect.runPromise(adapter.transactionStatus(row.tx_hash))
     if (status.status === "dropped") {
+      await options.beforeBroadcast?.(row)
       const refused = await broadcast({ ...row, raw_transaction: row.raw_transaction })
       if (refused !== null) {
         await fail(row, refused)

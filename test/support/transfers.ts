@@ -1,8 +1,8 @@
 /**
  * The on-chain transfer flow composed from real parts for tests: the PostgreSQL event store, the
- * ledger writer with the transfer hook, pg-boss on the shared pool, the EVM adapter on anvil and
- * custody keys from the BIP-39 test mnemonic. The test file and the child worker process
- * (transfer-worker-process.ts) compose it the same way.
+ * ledger writer with the transfer hook, pg-boss on the shared pool, the chain adapters given (the EVM
+ * adapter on anvil, the Solana adapter on LiteSVM) and custody keys from the BIP-39 test mnemonic.
+ * The test files and the child worker process (transfer-worker-process.ts) compose it the same way.
  */
 import { mnemonicToSeedSync } from "@scure/bip39"
 import { Effect } from "effect"
@@ -29,13 +29,16 @@ export const job_expire_seconds = 3
 
 export const usdp = (): Asset => ({ code: "USDP@ethereum", symbol: "USDP", chain: "ethereum", decimals: 6 })
 
-export interface TransferHarness {
+export interface TransferFlow {
   readonly boss: PgBoss
   readonly writer: LedgerWriterService
-  readonly adapter: ChainAdapter
   readonly routes: ChainRoutes
   readonly signingKey: SigningKeySource
   readonly stop: () => Promise<void>
+}
+
+export interface TransferHarness extends TransferFlow {
+  readonly adapter: ChainAdapter
 }
 
 /** Every event goes to the outbox (not only subscribed ones), so tests can read what was emitted. */
@@ -45,7 +48,8 @@ const enqueueAll: EnqueueEvents = (client, rows) =>
     rows.map((row) => ({ ...row, data: row.data as JsonObject })),
   )
 
-export async function composeTransfers(pool: pg.Pool, rpc_url: string): Promise<TransferHarness> {
+/** The flow over `routes`; each call has its own pg-boss instance, as a worker process would. */
+export async function composeTransferFlow(pool: pg.Pool, routes: ChainRoutes): Promise<TransferFlow> {
   const store = makePostgresEventStore(pool)
   const boss = new PgBoss({
     db: pgBossDb(pool),
@@ -63,13 +67,11 @@ export async function composeTransfers(pool: pg.Pool, rpc_url: string): Promise<
       hook: composeHooks(transferHook({ boss, enqueue: enqueueAll })),
     },
   })
-  const adapter = makeEvmAdapter({ chain_id: transfer_chain_id, rpc_url, finality_confirmations: 1 })
   const seed = mnemonicToSeedSync(test_mnemonic, "")
   return {
     boss,
     writer,
-    adapter,
-    routes: chainRoutes({ sandbox: new Map([["ethereum", adapter]]) }),
+    routes,
     signingKey: async (ref) =>
       deriveSigningKey(seed, {
         chain: ref.chain,
@@ -81,4 +83,11 @@ export async function composeTransfers(pool: pg.Pool, rpc_url: string): Promise<
       await Effect.runPromise(store.close)
     },
   }
+}
+
+/** The flow with the EVM adapter on the anvil at `rpc_url` as the sandbox's `ethereum`. */
+export async function composeTransfers(pool: pg.Pool, rpc_url: string): Promise<TransferHarness> {
+  const adapter = makeEvmAdapter({ chain_id: transfer_chain_id, rpc_url, finality_confirmations: 1 })
+  const flow = await composeTransferFlow(pool, chainRoutes({ sandbox: new Map([["ethereum", adapter]]) }))
+  return { ...flow, adapter }
 }
