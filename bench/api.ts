@@ -125,6 +125,7 @@ const startServer = async (dataDir: string, profileDir: string | undefined): Pro
     PORT: String(port),
     LOG_LEVEL: "warn",
     SANDBOX_EVM_CHAINS: process.env.SANDBOX_EVM_CHAINS ?? "",
+    SANDBOX_SOLANA: process.env.SANDBOX_SOLANA ?? "false",
   }
   delete env.DATABASE_URL
   const flags = profileDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${profileDir}`]
