@@ -29,7 +29,18 @@ export interface TransferIntent {
   readonly asset: ChainAsset
   readonly to: string
   readonly amount: bigint
+  /**
+   * The caller's name for the transfer (the platform's transfer id), at most
+   * `transfer_reference_length_max` characters. Solana writes it as a memo: its signatures are
+   * deterministic and it has no nonce, so without it two equal transfers signed against one blockhash
+   * would be one transaction. EVM, TON and Tron ignore it: a nonce, a seqno or a strictly increasing
+   * timestamp already keeps equal transfers apart there.
+   */
+  readonly reference?: string
 }
+
+/** The longest `TransferIntent.reference`, in characters. */
+export const transfer_reference_length_max = 64
 
 export interface SignOptions {
   /** The sender's nonce; defaults to the chain's pending nonce for the sender. */

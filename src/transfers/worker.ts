@@ -169,11 +169,12 @@ const sequencedGuard: ReplayGuard = async (client, row, sign) => {
 /**
  * Lifetime families (Solana's recent blockhash, Tron's TAPOS and expiration): a transaction carries
  * no counter, so two transfers of one sender never compete; one signature, whose bytes land within
- * their lifetime or never.
+ * their lifetime or never. Two equal transfers still differ: the intent's `reference` (Solana's
+ * memo) or the adapter's increasing timestamps (Tron) set them apart.
  */
 const lifetimeGuard: ReplayGuard = (_client, _row, sign) => sign()
 
-export const replayGuards: { readonly [F in ChainFamily]: ReplayGuard } = {
+const replayGuards: { readonly [F in ChainFamily]: ReplayGuard } = {
   evm: sequencedGuard,
   ton: sequencedGuard,
   solana: lifetimeGuard,
@@ -261,6 +262,7 @@ export function startTransferWorker(
       asset: { kind: "token", contract: row.token_contract } as const,
       to: row.to_address,
       amount: row.amount,
+      reference: row.transfer_id,
     }
     return await replayGuards[chainFamily(chain)](client, row, (options) =>
       Effect.runPromise(Effect.result(adapter.signTransfer(key, intent, options))),

@@ -340,6 +340,28 @@ describe("on-chain transfers (Solana, LiteSVM)", () => {
     expect(await outboxEvents(row.transfer_id)).toEqual(["payment.failed"])
   })
 
+  it("sends two identical transfers requested at once as two transactions", async () => {
+    // Solana signatures are deterministic: the same transfer signed against the same blockhash is
+    // the same transaction, which the chain takes once. Each transfer's memo (its id) keeps them
+    // apart, so both are sent and both complete.
+    const wallet = await fundedWallet(6)
+    const recipient = addressOf(16)
+    // The recipient's token account exists: both transfers are one instruction, byte for byte alike.
+    await local.fund(recipient, "USDC", 1n)
+    const amount = 1_000_000n
+    const [first, second] = await Promise.all([
+      request(wallet, recipient, amount),
+      request(wallet, recipient, amount),
+    ])
+    const rows = await withWorker(() =>
+      Promise.all([settled(first?.transfer_id ?? ""), settled(second?.transfer_id ?? "")]),
+    )
+    expect(rows.map((row) => row.status)).toEqual(["completed", "completed"])
+    expect(rows[0]?.tx_hash).not.toBe(rows[1]?.tx_hash)
+    expect(await tokenBalance(recipient)).toBe(2n * amount + 1n)
+    expect(await available(wallet)).toBe(funding - 2n * (amount + paymentFee(amount)))
+  })
+
   it("completes exactly once when the worker dies right after the broadcast", async () => {
     // LiteSVM runs inside the process that owns it, so a worker process killed with SIGKILL would
     // take the chain with it. Here the chain (LiteSVM and its transport) outlives the worker

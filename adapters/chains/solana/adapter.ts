@@ -13,6 +13,9 @@
  *   ignored; the signature alone identifies the transaction across retries.
  * - A token transfer goes from the sender's associated token account to the recipient's, created in
  *   the same transaction (paid by the sender) when missing; its rent counts in the fee.
+ * - A transfer's `reference` becomes a memo after the transfer instruction: it names the transfer on
+ *   chain, and keeps two equal transfers signed against one blockhash from being one transaction
+ *   (ed25519 signatures are deterministic).
  * - `balance` of a token reads the owner's associated token account only.
  * - `from` of an incoming transfer is the authority that signed it (owner or delegate of the source).
  */
@@ -58,9 +61,11 @@ import {
   type TransactionStatus,
   type TransferIntent,
   TransferWouldRevert,
+  transfer_reference_length_max,
 } from "../../../src/ports/chain.ts"
 import {
   buildMessage,
+  memoInstruction,
   messageBytes,
   signerFromKey,
   signMessage,
@@ -99,7 +104,15 @@ export function makeSolanaAdapter(transport: SolanaTransport, config: SolanaChai
   const parseAddress = (text: string) =>
     isAddress(text) ? Effect.succeed(text) : Effect.fail(new InvalidChainAddress({ address: text }))
 
+  /** The transfer's instructions, then its memo when the caller names it (see `reference`). */
   const planTransfer = (signer: TransactionSigner, intent: TransferIntent) =>
+    Effect.map(planInstructions(signer, intent), (plan): TransferPlan => {
+      if (intent.reference === undefined) return plan
+      assert(intent.reference.length <= transfer_reference_length_max, "a transfer reference is short")
+      return { ...plan, instructions: [...plan.instructions, memoInstruction(intent.reference)] }
+    })
+
+  const planInstructions = (signer: TransactionSigner, intent: TransferIntent) =>
     Effect.gen(function* () {
       assert(intent.amount > 0n, "a transfer amount is positive")
       const to = yield* parseAddress(intent.to)

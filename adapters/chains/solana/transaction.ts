@@ -72,6 +72,18 @@ export function systemTransferInstruction(from: TransactionSigner, to: Address, 
   }
 }
 
+/** The SPL Memo program (v2), loaded on every cluster and in LiteSVM. */
+const memo_program_address = "MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr" as Address
+
+/**
+ * A memo carrying `text` (UTF-8), signed by nobody: the Memo program only logs it. A transfer's
+ * memo names it on chain and keeps two otherwise equal transfers apart.
+ * @example memoInstruction("txn_01a2...")
+ */
+export function memoInstruction(text: string): Instruction {
+  return { programAddress: memo_program_address, accounts: [], data: new TextEncoder().encode(text) }
+}
+
 /** The System program's `CreateAccount`: a u32 discriminator 0, lamports, space, then the owner. */
 const system_create_account_discriminator = 0
 const system_create_account_data_size_bytes = 52
