@@ -164,6 +164,17 @@ export interface ChainAdapter {
     intent: TransferIntent,
     options?: SignOptions,
   ) => Effect.Effect<SignedTransfer, InvalidChainAddress | InsufficientFundsForFee | TransferWouldRevert>
+  /**
+   * Signs, for the sender of `raw`, a transaction at `raw`'s nonce that moves nothing (a zero-value
+   * transfer to itself), priced to displace `raw` from a node's pool (its fees above `raw`'s by the
+   * pools' minimum bump, and at least at current prices). Once it is final, `raw` can never land.
+   * Only where a signed transaction can wait in a pool without end (EVM); absent where its life is
+   * bounded (Solana's blockhash, Tron's expiration, TON's `valid_until`).
+   */
+  readonly signReplacement?: (
+    key: SigningKey,
+    raw: string,
+  ) => Effect.Effect<SignedTransfer, InsufficientFundsForFee>
   /** Sends signed bytes to the chain; idempotent: bytes the chain already holds succeed again. */
   readonly broadcast: (
     raw: string,

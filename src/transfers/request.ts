@@ -118,6 +118,8 @@ const newRow = (request: TransferRequest, transfer_id: string): TransferRow => (
   raw_transaction: null,
   tx_hash: null,
   nonce: null,
+  replacement_raw_transaction: null,
+  replacement_tx_hash: null,
   poll_count: 0,
   proof: null,
   failure_code: null,

@@ -29,10 +29,18 @@
  * `max(superviseIntervalSeconds, monitorIntervalSeconds)` (60 s by default): the composition root
  * chooses those, and the restart resumes at the persisted stage.
  *
- * Known limit: a confirmation timeout voids the reservation while an EVM or TON transaction may still
- * sit in a node's pool. Before production, a timeout there must first replace the transaction (same
- * nonce, a zero-value self-transfer at a higher fee) and void only once the replacement is final. A
- * Solana or Tron transaction cannot outlive its lifetime, which is far shorter than the timeout.
+ * 4. Replace, where a transaction can wait in a pool without end (EVM: the adapter offers
+ *    `signReplacement`): past `poll_count_max` polls, a transaction not in a block is not given up
+ *    (it could still be mined after the funds were released). The worker signs, persists (once,
+ *    under the row's lock) and broadcasts a replacement at the same nonce that moves nothing, at a
+ *    higher fee; the transfer completes if its own transaction lands after all, and is voided only
+ *    once the replacement is final. A Solana or Tron transaction cannot outlive its lifetime, and a
+ *    TON message its `valid_until`, so those time out directly.
+ *
+ * Known limits: if neither transaction is final within another `poll_count_max` polls (or the sender
+ * cannot pay for the replacement), the transfer is voided anyway and the risk above remains; a
+ * transaction still only `confirmed` at the budget's end is voided (a reorganisation-deep wait that
+ * never ends is not expected with the registry's depths).
  */
 import { Effect, Result } from "effect"
 import type pg from "pg"
@@ -344,16 +352,120 @@ export function startTransferWorker(
   const fail = (row: TransferRow, failure: Failure) =>
     settle(row, { status: "failed", code: failure.code, message: failure.message })
 
-  /** Counts a poll; past the bound the transfer times out. */
-  const countPoll = async (row: TransferRow, status: TransactionStatus): Promise<"settled" | "waiting"> => {
+  /** Counts a poll of the transfer; answers how many it has had, this one included. */
+  const countedPolls = async (row: TransferRow): Promise<number> => {
     const counted = await pool.query<{ poll_count: number }>(
       "update platform.chain_transfers set poll_count = poll_count + 1 where transfer_id = $1 returning poll_count",
       [row.transfer_id],
     )
-    if ((counted.rows[0]?.poll_count ?? 0) <= poll_count_max) return "waiting"
+    return counted.rows[0]?.poll_count ?? 0
+  }
+
+  /**
+   * Counts a poll; past the bound the transfer times out. A transaction that may still wait in a
+   * node's pool (seen, or dropped by this node only) is replaced first where the family allows it.
+   */
+  const countPoll = async (row: TransferRow, status: TransactionStatus): Promise<"settled" | "waiting"> => {
+    if ((await countedPolls(row)) <= poll_count_max) return "waiting"
+    if (status.status !== "confirmed" && adapterOf(row).signReplacement !== undefined) {
+      const replacing = await replacementOnce(row)
+      if (replacing !== null) return await advanceReplaced(replacing)
+    }
     await fail(row, {
       code: "confirmation_timeout",
       message: `The transaction was still ${status.status} after ${poll_count_max} polls; the funds were released.`,
+    })
+    return "settled"
+  }
+
+  /**
+   * Signs and persists the transfer's replacement, once (under the row's lock, like the first
+   * signature); null when the sender cannot pay for one.
+   */
+  const replacementOnce = async (row: TransferRow): Promise<TransferRow | null> => {
+    const adapter = adapterOf(row)
+    assert(adapter.signReplacement !== undefined, "only a family with pools replaces")
+    const client = await pool.connect()
+    try {
+      await client.query("begin")
+      const locked = await loadRow(client, row.transfer_id, true)
+      assert(locked?.raw_transaction != null, "a replaced transfer was signed")
+      if (locked.replacement_tx_hash !== null || locked.status !== "pending") {
+        await client.query("commit")
+        return locked
+      }
+      const key = await deps.signingKey({
+        environment: locked.environment,
+        chain: locked.chain as CustodyChain,
+        tenant_index: locked.key_tenant_index,
+        wallet_index: locked.key_wallet_index,
+      })
+      const signed = await Effect.runPromise(
+        Effect.result(adapter.signReplacement(key, locked.raw_transaction)),
+      )
+      if (Result.isFailure(signed)) {
+        await client.query("rollback")
+        return null
+      }
+      const persisted = await client.query(
+        `update platform.chain_transfers set replacement_raw_transaction = $2, replacement_tx_hash = $3
+          where transfer_id = $1 returning *`,
+        [locked.transfer_id, signed.success.raw, signed.success.tx_hash],
+      )
+      await client.query("commit")
+      return fromDb(persisted.rows[0])
+    } catch (error) {
+      await client.query("rollback").catch(() => {})
+      throw error
+    } finally {
+      client.release()
+    }
+  }
+
+  /**
+   * A replaced transfer: completes if its own transaction lands after all, fails once the
+   * replacement (which took the nonce) is final, and otherwise (re)broadcasts the replacement and
+   * waits, for at most another `poll_count_max` polls.
+   */
+  const advanceReplaced = async (row: TransferRow): Promise<"settled" | "waiting"> => {
+    if (row.status !== "pending") return "settled"
+    assert(
+      row.tx_hash !== null && row.replacement_tx_hash !== null && row.replacement_raw_transaction !== null,
+      "a replaced transfer has both transactions",
+    )
+    const adapter = adapterOf(row)
+    const own = await Effect.runPromise(adapter.transactionStatus(row.tx_hash))
+    if (own.status === "finalized") {
+      await settle(row, { status: "completed", proof: storedProof(own.proof) })
+      return "settled"
+    }
+    if (own.status === "reverted") {
+      await fail(row, {
+        code: "reverted",
+        message: `The transaction reverted in block ${own.proof.block_number}; the funds were released.`,
+      })
+      return "settled"
+    }
+    const replacement = await Effect.runPromise(adapter.transactionStatus(row.replacement_tx_hash))
+    if (replacement.status === "finalized") {
+      await fail(row, {
+        code: "confirmation_timeout",
+        message:
+          `The transaction was not confirmed within ${poll_count_max} polls; transaction ` +
+          `${row.replacement_tx_hash} took its nonce ${String(row.nonce)} and moved nothing, so it can ` +
+          "never land: the funds were released.",
+      })
+      return "settled"
+    }
+    if (replacement.status === "dropped" && own.status !== "confirmed") {
+      // A refusal is no answer yet: a nonce already taken means one of the two landed, and the next
+      // poll reads which; a node that forgot the replacement gets it again next time.
+      await Effect.runPromise(Effect.result(adapter.broadcast(row.replacement_raw_transaction)))
+    }
+    if ((await countedPolls(row)) <= 2 * poll_count_max) return "waiting"
+    await fail(row, {
+      code: "confirmation_timeout",
+      message: `Neither the transaction nor its replacement was final after ${2 * poll_count_max} polls; the funds were released.`,
     })
     return "settled"
   }
@@ -370,6 +482,7 @@ export function startTransferWorker(
     const row = signed.row
     if (row.status !== "pending") return "settled"
     assert(row.tx_hash !== null && row.raw_transaction !== null, "a signed row has its bytes and hash")
+    if (row.replacement_tx_hash !== null) return await advanceReplaced(row)
     const adapter = adapterOf(row)
     let status = await Effect.runPromise(adapter.transactionStatus(row.tx_hash))
     if (status.status === "dropped") {

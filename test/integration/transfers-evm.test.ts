@@ -26,7 +26,11 @@ import {
 import { custodyAccountId, fromDb, type TransferRow } from "../../src/transfers/model.ts"
 import { type RequestDeps, requestTransfer, type SourceWallet } from "../../src/transfers/request.ts"
 import { type ChainRoutes, chainRoutes } from "../../src/transfers/routes.ts"
-import { startTransferWorker, type TransferWorker } from "../../src/transfers/worker.ts"
+import {
+  startTransferWorker,
+  type TransferWorker,
+  type TransferWorkerOptions,
+} from "../../src/transfers/worker.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { callStablecoin, test_mnemonic, testWallet } from "../support/evm.ts"
 import { composeTransfers, type TransferHarness, transfer_chain_id, usdp } from "../support/transfers.ts"
@@ -136,18 +140,35 @@ const loadRow = async (transfer_id: string): Promise<TransferRow> => {
   return fromDb(found.rows[0])
 }
 
-/** Waits until the worker settled the transfer; bounded. */
-const settled = async (transfer_id: string): Promise<TransferRow> => {
+/** Waits until the transfer's row satisfies `done`; bounded. */
+const until = async (transfer_id: string, done: (row: TransferRow) => boolean): Promise<TransferRow> => {
   const deadline = Date.now() + settle_wait_ms_max
   for (;;) {
     const row = await loadRow(transfer_id)
-    if (row.status !== "pending") return row
-    if (Date.now() > deadline) throw new Error(`transfer ${transfer_id} still pending`)
+    if (done(row)) return row
+    if (Date.now() > deadline) throw new Error(`transfer ${transfer_id} did not get there in time`)
     await new Promise((resolve) => setTimeout(resolve, 100))
   }
 }
 
-const startWorker = (routes: ChainRoutes) =>
+/** Waits until the worker settled the transfer; bounded. */
+const settled = (transfer_id: string): Promise<TransferRow> =>
+  until(transfer_id, (row) => row.status !== "pending")
+
+/** Runs `body` while the node leaves transactions in its pool until the test mines them. */
+const withoutAutomine = async <A>(body: () => Promise<A>): Promise<A> => {
+  await node.rpc("evm_setAutomine", [false])
+  try {
+    return await body()
+  } finally {
+    await node.rpc("evm_setAutomine", [true])
+  }
+}
+
+/** A transfer's budget before replacement, in polls (200 ms apart). */
+const short_poll_count_max = 5
+
+const startWorker = (routes: ChainRoutes, options: TransferWorkerOptions) =>
   startTransferWorker(
     {
       pool: db.pool,
@@ -156,12 +177,16 @@ const startWorker = (routes: ChainRoutes) =>
       routes,
       signingKey: harness.signingKey,
     },
-    { poll_interval_ms: 200, poll_count_max: 50, worker_count: 2, job_expire_seconds: 3 },
+    { poll_interval_ms: 200, poll_count_max: 50, worker_count: 2, job_expire_seconds: 3, ...options },
   )
 
 /** Runs `body` while a worker of this process works the queue. */
-const withWorker = async <A>(body: () => Promise<A>, routes = harness.routes): Promise<A> => {
-  const worker: TransferWorker = await startWorker(routes)
+const withWorker = async <A>(
+  body: () => Promise<A>,
+  routes = harness.routes,
+  options: TransferWorkerOptions = {},
+): Promise<A> => {
+  const worker: TransferWorker = await startWorker(routes, options)
   try {
     return await body()
   } finally {
@@ -365,6 +390,75 @@ describe("on-chain transfers (EVM)", () => {
     )
     expect(refused).toMatchObject({ _tag: "UnsupportedChain", chain: "ethereum" })
     expect((await account(walletAccountId(wallet.wallet_id, asset), "production")).debits_pending).toBe(0n)
+  })
+
+  it("replaces a transaction stuck in the pool past its budget, and voids only once the replacement is final", async () => {
+    const wallet = await fundedWallet(7)
+    const recipient = testWallet(18).address
+    const nonce_before = await chain().getTransactionCount({ address: wallet.address as Address })
+    const row = await withoutAutomine(async () => {
+      const requested = await request(wallet, recipient, 4_000_000n)
+      return await withWorker(
+        async () => {
+          const replacing = await until(requested.transfer_id, (row) => row.replacement_tx_hash !== null)
+          // Still pending: the replacement is in the pool, not final.
+          await new Promise((resolve) => setTimeout(resolve, 600))
+          expect((await loadRow(requested.transfer_id)).status).toBe("pending")
+          expect(replacing.nonce).toBe(nonce_before)
+          await node.rpc("evm_mine", [])
+          return await settled(requested.transfer_id)
+        },
+        harness.routes,
+        { poll_count_max: short_poll_count_max },
+      )
+    })
+    expect(row).toMatchObject({ status: "failed", failure_code: "confirmation_timeout" })
+    expect(row.failure_message).toContain(row.replacement_tx_hash)
+    const replacement = await chain().getTransaction({ hash: row.replacement_tx_hash as `0x${string}` })
+    expect(replacement).toMatchObject({ nonce: nonce_before, to: wallet.address.toLowerCase(), value: 0n })
+    expect(replacement.blockNumber).not.toBeNull()
+    expect(await chain().getTransactionCount({ address: wallet.address as Address })).toBe(nonce_before + 1)
+    await expect(chain().getTransactionReceipt({ hash: row.tx_hash as `0x${string}` })).rejects.toThrow()
+    expect(await tokenBalance(recipient)).toBe(0n)
+    const payer = await account(walletAccountId(wallet.wallet_id, asset))
+    expect(payer.debits_pending).toBe(0n)
+    expect(payer.credits_posted - payer.debits_posted - payer.debits_pending).toBe(funding)
+    expect((await outboxEvents(row.transfer_id)).map((event) => event.event_type)).toEqual(["payment.failed"])
+  })
+
+  it("completes a replaced transfer when its own transaction lands instead of the replacement", async () => {
+    const wallet = await fundedWallet(8)
+    const recipient = testWallet(19).address
+    const amount = 6_000_000n
+    const nonce_before = await chain().getTransactionCount({ address: wallet.address as Address })
+    const requested = await withoutAutomine(async () => {
+      const requested = await request(wallet, recipient, amount)
+      const replacing = await withWorker(
+        () => until(requested.transfer_id, (row) => row.replacement_tx_hash !== null),
+        harness.routes,
+        { poll_count_max: short_poll_count_max },
+      )
+      // Another node still held the original and a block producer took it: the replacement never lands.
+      await node.rpc("anvil_dropTransaction", [replacing.replacement_tx_hash])
+      await node.rpc("eth_sendRawTransaction", [replacing.raw_transaction])
+      await node.rpc("evm_mine", [])
+      return requested
+    })
+    const row = await withWorker(() => settled(requested.transfer_id), harness.routes, {
+      poll_count_max: short_poll_count_max,
+    })
+    expect(row.status).toBe("completed")
+    expect(row.proof?.tx_hash).toBe(row.tx_hash)
+    expect(await tokenBalance(recipient)).toBe(amount)
+    expect(await chain().getTransactionCount({ address: wallet.address as Address })).toBe(nonce_before + 1)
+    await expect(
+      chain().getTransactionReceipt({ hash: row.replacement_tx_hash as `0x${string}` }),
+    ).rejects.toThrow()
+    const payer = await account(walletAccountId(wallet.wallet_id, asset))
+    expect(payer.debits_posted).toBe(amount + paymentFee(amount))
+    expect((await outboxEvents(row.transfer_id)).map((event) => event.event_type)).toEqual([
+      "payment.completed",
+    ])
   })
 
   it("completes exactly once after the worker is killed right after the broadcast", async () => {
