@@ -3,10 +3,6 @@
 // proof, one refused by the token (recipient blocked after the request), one whose sender cannot pay
 // gas, and one whose worker is killed right after the broadcast, which a new worker completes
 // exactly once. Failed transfers release the reservation to the last unit.
-import { type ChildProcess, spawn } from "node:child_process"
-import * as path from "node:path"
-import { createInterface } from "node:readline"
-import { fileURLToPath } from "node:url"
 import { Effect, Result } from "effect"
 import { type Address, createPublicClient, http } from "viem"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -33,9 +29,15 @@ import {
 } from "../../src/transfers/worker.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { callStablecoin, test_mnemonic, testWallet } from "../support/evm.ts"
-import { composeTransfers, type TransferHarness, transfer_chain_id, usdp } from "../support/transfers.ts"
+import {
+  composeTransfers,
+  killWorkerProcess,
+  type TransferHarness,
+  transfer_chain_id,
+  usdp,
+  workerProcessUntilBroadcast,
+} from "../support/transfers.ts"
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 const tenant_id = "ten_transfers"
 const asset = usdp()
 const issuer = testWallet(0)
@@ -469,17 +471,12 @@ describe("on-chain transfers (EVM)", () => {
     const balance_before = await tokenBalance(recipient)
     const requested = await request(wallet, recipient, amount)
 
-    const child = spawn(
-      process.execPath,
-      [
-        path.join(root, "test/support/transfer-worker-process.ts"),
-        JSON.stringify({ database_url: db.url, rpc_url: node.rpc_url }),
-      ],
-      { stdio: ["ignore", "pipe", "inherit"] },
+    const { child, broadcast: broadcast_hash } = await workerProcessUntilBroadcast(
+      db.url,
+      { rpc_url: node.rpc_url },
+      settle_wait_ms_max,
     )
-    const broadcast_hash = await firstBroadcast(child)
-    child.kill("SIGKILL")
-    await new Promise((resolve) => child.once("exit", resolve))
+    await killWorkerProcess(child)
 
     const interrupted = await loadRow(requested.transfer_id)
     expect(interrupted.status).toBe("pending")
@@ -501,24 +498,3 @@ describe("on-chain transfers (EVM)", () => {
     expect(payer.debits_posted).toBe(amount + paymentFee(amount))
   })
 })
-
-/** The tx hash the child printed after broadcasting; bounded. */
-function firstBroadcast(child: ChildProcess): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL")
-      reject(new Error("the child worker did not broadcast in time"))
-    }, settle_wait_ms_max)
-    const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream })
-    lines.on("line", (line) => {
-      const parsed = JSON.parse(line) as { broadcast?: string }
-      if (parsed.broadcast === undefined) return
-      clearTimeout(timer)
-      resolve(parsed.broadcast)
-    })
-    child.once("exit", (code) => {
-      clearTimeout(timer)
-      reject(new Error(`the child worker exited with ${String(code)} before broadcasting`))
-    })
-  })
-}

@@ -2,9 +2,9 @@
 // SPL USDC mint and its block clock, PostgreSQL, pg-boss, the ledger writer): a transfer that
 // completes with the chain's proof (and verifies against the chain), one that reverts on chain (the
 // recipient's token account frozen after signing), one whose sender has no SOL for the fee, one
-// dropped (its blockhash expired before it reached the chain), and one whose worker dies right after
-// the broadcast, which a new worker completes exactly once. Failed transfers release the
-// reservation to the last unit.
+// dropped (its blockhash expired before it reached the chain), two equal transfers that stay two
+// transactions, and one whose worker process is killed right after the broadcast, which a new worker
+// completes exactly once. Failed transfers release the reservation to the last unit.
 
 import { mnemonicToSeedSync } from "@scure/bip39"
 import type { Address } from "@solana/kit"
@@ -40,7 +40,14 @@ import {
 } from "../../src/transfers/worker.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { test_mnemonic } from "../support/evm.ts"
-import { composeTransferFlow, job_expire_seconds, type TransferFlow } from "../support/transfers.ts"
+import { serveSolanaTransport } from "../support/solana-bridge.ts"
+import {
+  composeTransferFlow,
+  job_expire_seconds,
+  killWorkerProcess,
+  type TransferFlow,
+  workerProcessUntilBroadcast,
+} from "../support/transfers.ts"
 
 const tenant_id = "ten_solana"
 const ledger = ledgerOf(tenant_id, "sandbox")
@@ -362,59 +369,34 @@ describe("on-chain transfers (Solana, LiteSVM)", () => {
     expect(await available(wallet)).toBe(funding - 2n * (amount + paymentFee(amount)))
   })
 
-  it("completes exactly once when the worker dies right after the broadcast", async () => {
-    // LiteSVM runs inside the process that owns it, so a worker process killed with SIGKILL would
-    // take the chain with it. Here the chain (LiteSVM and its transport) outlives the worker
-    // instead: the first worker has its own pg-boss and its own adapter (with its own memory of what
-    // it broadcast), and is abandoned mid-job right after the broadcast, its job left active in the
-    // database, as a killed process leaves it. The second worker is a fresh instance, with a fresh
-    // pg-boss and a fresh adapter that knows nothing of the first's broadcast, on the same chain and
-    // database: what a restarted process would have. It picks the job up once pg-boss expires it.
+  it("completes exactly once after the worker process is killed right after the broadcast", async () => {
+    // LiteSVM lives inside the process that owns it: a worker process killed with SIGKILL would take
+    // its own chain with it. So the chain lives in this test process and the worker process reaches
+    // it over a small HTTP bridge carrying the transport's calls (support/solana-bridge.ts); the kill
+    // takes the worker, its pg-boss and its adapter (with its memory of what it broadcast), and
+    // leaves the chain and the database. The restart is a fresh worker with a fresh adapter on the
+    // same chain and database: it resumes from the persisted bytes and never signs again.
     const wallet = await fundedWallet(5)
     const recipient = addressOf(15)
     const amount = 7_000_000n
     const requested = await request(wallet, recipient, amount)
 
-    const first_flow = await composeTransferFlow(
-      db.pool,
-      sandboxRoutes(
-        makeSolanaAdapter(local.transport, { finality_confirmations: solana_sandbox_finality_confirmations }),
-      ),
+    const bridge = await serveSolanaTransport(local.transport)
+    const { child, broadcast: broadcast_hash } = await workerProcessUntilBroadcast(
+      db.url,
+      { solana_transport_url: bridge.url },
+      settle_wait_ms_max,
     )
-    const broadcast_hash = await new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(
-        () => reject(new Error("the first worker did not broadcast")),
-        settle_wait_ms_max,
-      )
-      void startTransferWorker(
-        {
-          pool: db.pool,
-          boss: first_flow.boss,
-          writer: first_flow.writer,
-          routes: first_flow.routes,
-          signingKey: first_flow.signingKey,
-        },
-        {
-          ...worker_options,
-          worker_count: 1,
-          afterBroadcast: async (row) => {
-            clearTimeout(timer)
-            resolve(row.tx_hash ?? "")
-            // The job never ends in this worker: it died here.
-            await new Promise(() => {})
-          },
-        },
-      )
-    })
-    // The dead worker's pg-boss stops polling at once, leaving its active job to expire.
-    await first_flow.boss.stop({ graceful: false, close: false, timeout: 1 })
+    await killWorkerProcess(child)
+    await bridge.close()
 
     const interrupted = await loadRow(requested.transfer_id)
     expect(interrupted.status).toBe("pending")
     expect(interrupted.tx_hash).toBe(broadcast_hash)
+    expect((await local.transport.landed(broadcast_hash as never))?.failed).toBe(false)
     expect(await ledgerEventsOf(requested.transfer_id)).not.toContain("PendingTransferPosted")
 
-    const second_flow = await composeTransferFlow(
+    const restarted = await composeTransferFlow(
       db.pool,
       sandboxRoutes(
         makeSolanaAdapter(local.transport, { finality_confirmations: solana_sandbox_finality_confirmations }),
@@ -423,17 +405,17 @@ describe("on-chain transfers (Solana, LiteSVM)", () => {
     const worker = await startTransferWorker(
       {
         pool: db.pool,
-        boss: second_flow.boss,
-        writer: second_flow.writer,
-        routes: second_flow.routes,
-        signingKey: second_flow.signingKey,
+        boss: restarted.boss,
+        writer: restarted.writer,
+        routes: restarted.routes,
+        signingKey: restarted.signingKey,
       },
       worker_options,
     )
     const row = await settled(requested.transfer_id).finally(() => worker.stop())
-    // The second worker's writer posted: read the ledger through it (the test's writer caches state).
-    const { state } = await run(second_flow.writer.snapshot(ledger))
-    await second_flow.stop()
+    // The restarted worker's writer posted: read the ledger through it (the test's writer caches state).
+    const { state } = await run(restarted.writer.snapshot(ledger))
+    await restarted.stop()
     expect(state.accounts.get(walletAccountId(wallet.wallet_id, asset))?.debits_posted).toBe(
       amount + paymentFee(amount),
     )

@@ -4,6 +4,9 @@
  * adapter on anvil, the Solana adapter on LiteSVM) and custody keys from the BIP-39 test mnemonic.
  * The test files and the child worker process (transfer-worker-process.ts) compose it the same way.
  */
+import { type ChildProcess, spawn } from "node:child_process"
+import * as path from "node:path"
+import { createInterface } from "node:readline"
 import { mnemonicToSeedSync } from "@scure/bip39"
 import { Effect } from "effect"
 import type pg from "pg"
@@ -90,4 +93,51 @@ export async function composeTransfers(pool: pg.Pool, rpc_url: string): Promise<
   const adapter = makeEvmAdapter({ chain_id: transfer_chain_id, rpc_url, finality_confirmations: 1 })
   const flow = await composeTransferFlow(pool, chainRoutes({ sandbox: new Map([["ethereum", adapter]]) }))
   return { ...flow, adapter }
+}
+
+/** What the child worker sends on: the test's anvil, or the test's LiteSVM over the bridge. */
+export type WorkerProcessTarget = { readonly rpc_url: string } | { readonly solana_transport_url: string }
+
+/**
+ * Starts a transfer worker in its own process (transfer-worker-process.ts) and answers it with the
+ * hash of its first broadcast, after which it holds its job until killed; bounded by `wait_ms_max`.
+ */
+export async function workerProcessUntilBroadcast(
+  database_url: string,
+  target: WorkerProcessTarget,
+  wait_ms_max: number,
+): Promise<{ readonly child: ChildProcess; readonly broadcast: string }> {
+  const child = spawn(
+    process.execPath,
+    [
+      path.join(import.meta.dirname, "transfer-worker-process.ts"),
+      JSON.stringify({ database_url, ...target }),
+    ],
+    { stdio: ["ignore", "pipe", "inherit"] },
+  )
+  const broadcast = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL")
+      reject(new Error("the child worker did not broadcast in time"))
+    }, wait_ms_max)
+    const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream })
+    lines.on("line", (line) => {
+      const parsed = JSON.parse(line) as { broadcast?: string }
+      if (parsed.broadcast === undefined) return
+      clearTimeout(timer)
+      resolve(parsed.broadcast)
+    })
+    child.once("exit", (code) => {
+      clearTimeout(timer)
+      reject(new Error(`the child worker exited with ${String(code)} before broadcasting`))
+    })
+  })
+  return { child, broadcast }
+}
+
+/** SIGKILLs the child and waits until it is gone. */
+export async function killWorkerProcess(child: ChildProcess): Promise<void> {
+  const exited = new Promise((resolve) => child.once("exit", resolve))
+  child.kill("SIGKILL")
+  await exited
 }
