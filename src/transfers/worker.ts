@@ -17,6 +17,13 @@
  *    completes the row with its proof and emits `payment.completed`); on a revert, a transaction that
  *    can never be included (its nonce taken, its lifetime over), a refusal or a timeout, void it
  *    (`payment.failed`, funds released).
+ * 4. Replace, where a transaction can wait in a pool without end (EVM: the adapter offers
+ *    `signReplacement`): past `poll_count_max` polls, a transaction not in a block is not given up
+ *    (it could still be mined after the funds were released). The worker signs, persists (once,
+ *    under the row's lock) and broadcasts a replacement at the same nonce that moves nothing, at a
+ *    higher fee; the transfer completes if its own transaction lands after all, and is voided only
+ *    once the replacement is final. A Solana or Tron transaction cannot outlive its lifetime, and a
+ *    TON message its `valid_until`, so those time out directly.
  *
  * The adapter is the one running for the transfer's chain in the transfer's environment (routes.ts):
  * sandbox transfers go to the local chains, production transfers to the configured networks.
@@ -29,18 +36,10 @@
  * `max(superviseIntervalSeconds, monitorIntervalSeconds)` (60 s by default): the composition root
  * chooses those, and the restart resumes at the persisted stage.
  *
- * 4. Replace, where a transaction can wait in a pool without end (EVM: the adapter offers
- *    `signReplacement`): past `poll_count_max` polls, a transaction not in a block is not given up
- *    (it could still be mined after the funds were released). The worker signs, persists (once,
- *    under the row's lock) and broadcasts a replacement at the same nonce that moves nothing, at a
- *    higher fee; the transfer completes if its own transaction lands after all, and is voided only
- *    once the replacement is final. A Solana or Tron transaction cannot outlive its lifetime, and a
- *    TON message its `valid_until`, so those time out directly.
- *
  * Known limits: if neither transaction is final within another `poll_count_max` polls (or the sender
- * cannot pay for the replacement), the transfer is voided anyway and the risk above remains; a
- * transaction still only `confirmed` at the budget's end is voided (a reorganisation-deep wait that
- * never ends is not expected with the registry's depths).
+ * cannot pay for the replacement), the transfer is voided anyway, while its transaction might still
+ * be mined; a transaction still only `confirmed` at the budget's end is voided too (it is in a block
+ * but not yet at the chain's depth, which the budget is meant to cover).
  */
 import { Effect, Result } from "effect"
 import type pg from "pg"
