@@ -6,8 +6,9 @@
 // the recipient holds exactly the amount on chain, the wallet's ledger balance fell by amount + fee,
 // and a payment.completed webhook arrives. GET /api/v1/transactions/{id}/verify re-reads the chain
 // and confirms the completed transfer with the same proof. The same holds for a Solana transfer, whose
-// chain lives inside the platform process: the verification is the test's window onto it. Bad requests
-// get the platform's error shape.
+// chain lives inside the platform process: the verification is the test's window onto it. A production
+// transfer on ethereum is refused (chain_unavailable): only the sandbox runs it here. Bad requests get
+// the platform's error shape.
 import { generateKeyPairSigner, isAddress } from "@solana/kit"
 import { type Address, createPublicClient, erc20Abi, http } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
@@ -26,6 +27,7 @@ import type {
 import { expectError, expectOk } from "../support/api-expect.ts"
 import {
   type ApiClient,
+  apiClient,
   type RunningPlatform,
   registerTenant,
   startPlatform,
@@ -207,6 +209,45 @@ describe("POST /api/v2/transfers on the local chain", () => {
       "invalid_address",
     )
     expectError(await client.get("/api/v2/transfers/txn_missing"), 404, "transfer_not_found")
+  })
+})
+
+describe("POST /api/v2/transfers in production", () => {
+  it("is refused with chain_unavailable where no production adapter runs (no CHAIN_RPC_URL_ETHEREUM)", async () => {
+    const { client: sandbox, credentials } = await registerTenant(platform.url)
+    expectOk(
+      await sandbox.post("/api/v1/tenant/verification", {
+        legal_name: "Acme Payments GmbH",
+        registration_number: "HRB 12345",
+        country: "DE",
+        representative: { name: "Ada Example", country: "DE" },
+      }),
+    )
+    const key = expectOk(
+      await sandbox.post<{ api_key: string }>("/api/v1/api-keys", { environment: "production" }),
+      201,
+    )
+    const production = apiClient(platform.url, { tenant_id: credentials.tenant_id, api_key: key.api_key })
+    const sender = expectOk(
+      await production.post<typeof Wallet.Type>("/api/v1/wallets", {
+        external_id: "production-sender",
+        label: "production",
+        chain: "ethereum",
+      }),
+      201,
+    )
+    // The sandbox runs a local ethereum; production has none configured: the environment decides.
+    expectError(
+      await production.post("/api/v2/transfers", {
+        from_wallet: sender.wallet_id,
+        to_address: wallet.address,
+        amount: "1",
+        token: "USDC",
+        chain: "ethereum",
+      }),
+      400,
+      "chain_unavailable",
+    )
   })
 })
 
