@@ -807,7 +807,10 @@ const benchmark = async (dataDir: string, defer: (undo: () => unknown) => void) 
     dataDir,
     profileDir,
     // Social payments touch no chain: no local chains, so their block production takes no CPU.
-    env: { SANDBOX_EVM_CHAINS: process.env.SANDBOX_EVM_CHAINS ?? "" },
+    env: {
+      SANDBOX_EVM_CHAINS: process.env.SANDBOX_EVM_CHAINS ?? "",
+      SANDBOX_SOLANA: process.env.SANDBOX_SOLANA ?? "false",
+    },
   })
   defer(() => (server.child.exitCode === null ? stopServer(server) : undefined))
   const pid = server.child.pid as number

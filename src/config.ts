@@ -20,6 +20,8 @@ export interface PlatformConfig {
   readonly reconciliationIntervalMs: number
   /** EVM chains the sandbox runs locally (one anvil each); empty: none. */
   readonly sandboxEvmChains: ReadonlyArray<EvmChain>
+  /** Whether the sandbox runs its local Solana chain (LiteSVM in this process). */
+  readonly sandboxSolana: boolean
   /** USD per whole native token, by chain (decimal strings), for gas estimates in USD. */
   readonly gasUsdRates: ReadonlyMap<string, string>
   /** Production RPC endpoints of EVM chains, from `CHAIN_RPC_URL_<CHAIN>`. */
@@ -58,6 +60,14 @@ const sandboxEvmChains = (env: NodeJS.ProcessEnv): ReadonlyArray<EvmChain> => {
     }
   }
   return [...new Set(names as Array<EvmChain>)]
+}
+
+/** `SANDBOX_SOLANA`: `true` (the default when unset or empty) or `false`. */
+const sandboxSolana = (env: NodeJS.ProcessEnv): boolean => {
+  const text = (env.SANDBOX_SOLANA ?? "").trim().toLowerCase()
+  if (text === "" || text === "true") return true
+  if (text === "false") return false
+  throw new ConfigError(`SANDBOX_SOLANA must be true or false, got ${JSON.stringify(env.SANDBOX_SOLANA)}`)
 }
 
 /** `GAS_USD_RATES`: `chain=rate` pairs, e.g. `ethereum=3500,polygon=0.5`. */
@@ -105,6 +115,7 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): PlatformConfig
     webhookRetryBaseMs: positiveInteger(env, "WEBHOOK_RETRY_BASE_MS", 30_000, 3_600_000),
     reconciliationIntervalMs: positiveInteger(env, "RECONCILIATION_INTERVAL_SECONDS", 60, 86_400) * 1000,
     sandboxEvmChains: sandboxEvmChains(env),
+    sandboxSolana: sandboxSolana(env),
     gasUsdRates: gasUsdRates(env),
     chainRpcUrls: chainRpcUrls(env),
   }

@@ -2,20 +2,21 @@
  * The platform's entry point (`npm start`): the composition root. It reads the configuration, opens
  * the database (embedded PostgreSQL in DATA_DIR unless DATABASE_URL is set), applies migrations,
  * and runs the ledger writer, the projections, the expiry sweeper, the transfer worker, the deposit
- * watchers and the HTTP API until SIGINT or SIGTERM, then stops them in reverse order (the local
- * chains, then the embedded server last). The sandbox's local EVM chains (SANDBOX_EVM_CHAINS) start
- * before the services that use them.
+ * watchers, the reconciliation job and the HTTP API until SIGINT or SIGTERM, then stops them in
+ * reverse order (the local chains, then the embedded server last). The sandbox's local EVM chains
+ * (SANDBOX_EVM_CHAINS) and its Solana chain (SANDBOX_SOLANA) start before the services that use them.
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Cause, Context, Effect, Exit, Layer, Logger, References, Runtime, Schedule } from "effect"
 import { makeEvmAdapter } from "../adapters/chains/evm/adapter.ts"
 import { makePostgresEventStore } from "../adapters/eventstore/postgres/event-store.ts"
-import { chainDefinition, type TokenSymbol } from "../domain/chains/registry.ts"
+import { chainDefinition, chainIdentifiers, type TokenSymbol } from "../domain/chains/registry.ts"
 import type { EvmChain } from "../domain/custody/derive.ts"
 import type { Environment } from "../domain/platform/scopes.ts"
 import { chainTokenAsset } from "../domain/platform/tokens.ts"
 import type { JsonObject } from "../domain/webhooks/events.ts"
 import { type SandboxChain, sandbox_finality_confirmations, startSandboxChain } from "./chains/sandbox.ts"
+import { type SolanaSandboxChain, startSolanaSandbox } from "./chains/solana-sandbox.ts"
 import { type LogLevel, readConfig } from "./config.ts"
 import { type Custody, makeCustody, resolveKek } from "./custody/vault.ts"
 import { openDatabase } from "./db/open.ts"
@@ -31,13 +32,13 @@ import { makeRateLimiter } from "./platform/rate-limit.ts"
 import { Platform } from "./platform/service.ts"
 import { findSettleable, settleWaitingPayments } from "./platform/settlement.ts"
 import { makeWalletReader } from "./platform/wallets.ts"
-import type { ChainAdapter } from "./ports/chain.ts"
 import { Chains, type RunningChain } from "./ports/chains.ts"
 import { Database } from "./ports/database.ts"
 import { EventStore } from "./ports/event-store.ts"
 import { startProjection } from "./projections/runner.ts"
 import { startReconciler, toReportView } from "./reconciliation/reconciler.ts"
 import { composeHooks, transferHook } from "./transfers/hook.ts"
+import { chainRoutes } from "./transfers/routes.ts"
 import { createTransferQueue, startTransferWorker } from "./transfers/worker.ts"
 import { startWebhookEngine } from "./webhooks/engine.ts"
 import { retrySchedule } from "./webhooks/retry.ts"
@@ -208,9 +209,18 @@ const productionRunning = (chain: EvmChain, rpc_url: string): RunningChain => {
   }
 }
 
+/** The sandbox's Solana chain as the platform reaches it: LiteSVM in this process, its mints. */
+const solanaSandboxRunning = (local: SolanaSandboxChain): RunningChain => ({
+  adapter: local.adapter,
+  contracts: local.contracts,
+  gas_probe_address: local.issuer_address,
+  fund: local.fund,
+})
+
 /**
  * The chains: one anvil per SANDBOX_EVM_CHAINS entry (started together, each stopped by its own
- * finalizer), and production adapters from CHAIN_RPC_URL_<CHAIN>.
+ * finalizer), the sandbox's Solana chain unless SANDBOX_SOLANA is false, and production adapters
+ * from CHAIN_RPC_URL_<CHAIN>.
  */
 const ChainsLive = Layer.effect(
   Chains,
@@ -237,10 +247,27 @@ const ChainsLive = Layer.effect(
         }),
       )
     }
+    const solana = config.sandboxSolana
+      ? yield* Effect.acquireRelease(
+          Effect.promise(() => startSolanaSandbox()),
+          (started) =>
+            Effect.promise(() => started.stop()).pipe(
+              Effect.tap(() =>
+                Effect.logInfo("sandbox chain stopped").pipe(Effect.annotateLogs({ chain: "solana" })),
+              ),
+            ),
+        )
+      : undefined
+    if (solana !== undefined) {
+      yield* Effect.logInfo("sandbox chain running").pipe(
+        Effect.annotateLogs({ chain: "solana", contracts: Object.fromEntries(solana.contracts) }),
+      )
+    }
     const running = {
-      sandbox: new Map<string, RunningChain>(
-        local.map((started) => [started.chain, sandboxRunning(started)]),
-      ),
+      sandbox: new Map<string, RunningChain>([
+        ...local.map((started) => [started.chain, sandboxRunning(started)] as const),
+        ...(solana === undefined ? [] : [["solana", solanaSandboxRunning(solana)] as const]),
+      ]),
       production: new Map<string, RunningChain>(
         [...config.chainRpcUrls].map(([chain, url]) => [chain, productionRunning(chain, url)]),
       ),
@@ -254,8 +281,9 @@ const ChainsLive = Layer.effect(
 
 /**
  * Signs, broadcasts, confirms and settles on-chain transfers (pg-boss jobs of the webhook engine's
- * instance). It sends on the sandbox's local chains: the worker picks an adapter by chain name
- * alone, so production transfers wait until it also routes by environment.
+ * instance) on every running chain of both environments: the sandbox's local chains and the
+ * production networks configured by CHAIN_RPC_URL_<CHAIN>. A transfer goes to its own
+ * environment's adapter (src/transfers/routes.ts).
  */
 const transfer_poll_interval_ms = 250
 const transfer_poll_count_max = 2_400
@@ -266,12 +294,15 @@ const TransferWorkerLive = Layer.effectDiscard(
     const writer = yield* LedgerWriter
     const custody = yield* CustodyVault
     const chains = yield* Chains
-    const adapters = new Map<string, ChainAdapter>()
-    for (const chain of config.sandboxEvmChains) {
-      const running = chains.get("sandbox", chain)
-      if (running !== undefined) adapters.set(chain, running.adapter)
-    }
-    if (adapters.size === 0) return
+    const adaptersIn = (environment: Environment) =>
+      new Map(
+        chainIdentifiers.flatMap((chain) => {
+          const running = chains.get(environment, chain)
+          return running === undefined ? [] : [[chain, running.adapter] as const]
+        }),
+      )
+    const routes = chainRoutes({ sandbox: adaptersIn("sandbox"), production: adaptersIn("production") })
+    if (routes.sandbox.size === 0 && routes.production.size === 0) return
     yield* Effect.acquireRelease(
       Effect.promise(() =>
         startTransferWorker(
@@ -279,7 +310,7 @@ const TransferWorkerLive = Layer.effectDiscard(
             pool,
             boss,
             writer,
-            adapters,
+            routes,
             signingKey: (ref) =>
               custody.signingKeyFor(ref.environment, ref.chain, ref.tenant_index, ref.wallet_index),
           },
@@ -293,7 +324,7 @@ const TransferWorkerLive = Layer.effectDiscard(
       (worker) => Effect.promise(() => worker.stop()),
     )
     yield* Effect.logInfo("transfer worker running").pipe(
-      Effect.annotateLogs({ chains: [...adapters.keys()] }),
+      Effect.annotateLogs({ sandbox: [...routes.sandbox.keys()], production: [...routes.production.keys()] }),
     )
   }),
 )

@@ -9,7 +9,9 @@
  * broadcasts the persisted bytes again and never signs anew, so one nonce carries exactly one
  * transaction, and `broadcast` of bytes the chain already knows is a success that changes nothing.
  * Nonces are read from the chain's pending state: the caller signs for one sender address at a time
- * (one job per address), or passes `nonce` from its own persisted counter.
+ * (one job per address), or passes `nonce` from its own persisted counter. Families without a
+ * counter (Solana, Tron) bound a transaction's life instead: once it is over, `broadcast` answers
+ * `TransactionExpired` and the bytes are dead for good.
  *
  * Words: a transaction is `seen` (known to the node, not in a block), `confirmed` (in a block that
  * may still be reorganised away), `finalized` (deep enough for the chain's confirmation policy),
@@ -27,7 +29,18 @@ export interface TransferIntent {
   readonly asset: ChainAsset
   readonly to: string
   readonly amount: bigint
+  /**
+   * The caller's name for the transfer (the platform's transfer id), at most
+   * `transfer_reference_length_max` characters. Solana writes it as a memo: its signatures are
+   * deterministic and it has no nonce, so without it two equal transfers signed against one blockhash
+   * would be one transaction. EVM, TON and Tron ignore it: a nonce, a seqno or a strictly increasing
+   * timestamp already keeps equal transfers apart there.
+   */
+  readonly reference?: string
 }
+
+/** The longest `TransferIntent.reference`, in characters. */
+export const transfer_reference_length_max = 64
 
 export interface SignOptions {
   /** The sender's nonce; defaults to the chain's pending nonce for the sender. */
@@ -113,6 +126,14 @@ export class NonceTooLow extends Data.TaggedError("NonceTooLow")<{
   readonly nonce: number
 }> {}
 
+/**
+ * The transaction's lifetime ended before it landed (Solana: its blockhash expired; Tron: its
+ * expiration passed): these bytes can never be included, and no copy of them is in flight.
+ */
+export class TransactionExpired extends Data.TaggedError("TransactionExpired")<{
+  readonly tx_hash: string
+}> {}
+
 /** The node refused the transaction for a reason other than the ones above. */
 export class BroadcastRejected extends Data.TaggedError("BroadcastRejected")<{
   readonly tx_hash: string
@@ -143,10 +164,24 @@ export interface ChainAdapter {
     intent: TransferIntent,
     options?: SignOptions,
   ) => Effect.Effect<SignedTransfer, InvalidChainAddress | InsufficientFundsForFee | TransferWouldRevert>
+  /**
+   * Signs, for the sender of `raw`, a transaction at `raw`'s nonce that moves nothing (a zero-value
+   * transfer to itself), priced to displace `raw` from a node's pool (its fees above `raw`'s by the
+   * pools' minimum bump, and at least at current prices). Once it is final, `raw` can never land.
+   * Only where a signed transaction can wait in a pool without end (EVM); absent where its life is
+   * bounded (Solana's blockhash, Tron's expiration, TON's `valid_until`).
+   */
+  readonly signReplacement?: (
+    key: SigningKey,
+    raw: string,
+  ) => Effect.Effect<SignedTransfer, InsufficientFundsForFee>
   /** Sends signed bytes to the chain; idempotent: bytes the chain already holds succeed again. */
   readonly broadcast: (
     raw: string,
-  ) => Effect.Effect<{ readonly tx_hash: string }, InsufficientFundsForFee | NonceTooLow | BroadcastRejected>
+  ) => Effect.Effect<
+    { readonly tx_hash: string },
+    InsufficientFundsForFee | NonceTooLow | TransactionExpired | BroadcastRejected
+  >
   /** Where the transaction is now, with its proof once it is in a block. */
   readonly transactionStatus: (tx_hash: string) => Effect.Effect<TransactionStatus>
   /** The on-chain balance of `address` in `asset`, in its smallest unit, at the newest block. */

@@ -97,6 +97,12 @@ export interface TransferRow {
   readonly raw_transaction: string | null
   readonly tx_hash: string | null
   readonly nonce: number | null
+  /**
+   * A transaction at the same nonce that moves nothing, signed when the transfer's own transaction
+   * outlived its confirmation budget (counter families with a pool: EVM); null until then.
+   */
+  readonly replacement_raw_transaction: string | null
+  readonly replacement_tx_hash: string | null
   readonly poll_count: number
   readonly proof: StoredProof | null
   readonly failure_code: FailureCode | null

@@ -8,7 +8,7 @@
 import { Effect } from "effect"
 import type pg from "pg"
 import { assert } from "../../domain/assert.ts"
-import { type CustodyChain, evmChains, isValidAddress } from "../../domain/custody/derive.ts"
+import { type CustodyChain, isValidAddress } from "../../domain/custody/derive.ts"
 import { paymentFee, paymentTransfers } from "../../domain/ledger/fee.ts"
 import type { Asset } from "../../domain/money/asset.ts"
 import type { Environment } from "../../domain/platform/scopes.ts"
@@ -35,6 +35,7 @@ import {
   type TransferRow,
   UnsupportedChain,
 } from "./model.ts"
+import { adapterFor, type ChainRoutes } from "./routes.ts"
 
 /** A reservation lapses this long after the request unless the worker settled it first (24 h). */
 export const ledger_reservation_timeout_ms_default = 24 * 60 * 60 * 1000
@@ -71,8 +72,8 @@ export interface TransferRequest {
 export interface RequestDeps {
   readonly writer: LedgerWriterService
   readonly pool: pg.Pool
-  /** The chains a worker can send on (those with an adapter). */
-  readonly chains: ReadonlySet<string>
+  /** The adapters a worker sends with, per environment: a chain without one here is refused. */
+  readonly routes: ChainRoutes
   readonly ledger_reservation_timeout_ms?: number
 }
 
@@ -82,14 +83,12 @@ export type RequestError =
   | UnsupportedChain
   | WriterError
 
-/** The EVM family only, for now: other families get their adapters and workers next. */
-const supportedFamily = (chain: string): chain is CustodyChain =>
-  (evmChains as ReadonlyArray<string>).includes(chain)
-
 const validate = (deps: RequestDeps, request: TransferRequest): Effect.Effect<void, RequestError> => {
   const { chain } = request.wallet
-  if (!supportedFamily(chain) || !deps.chains.has(chain))
-    return Effect.fail(new UnsupportedChain({ chain, reason: "no adapter sends on this chain here" }))
+  if (adapterFor(deps.routes, request.environment, chain) === undefined)
+    return Effect.fail(
+      new UnsupportedChain({ chain, reason: `no adapter sends on this chain in ${request.environment}` }),
+    )
   if (request.token.asset.chain !== chain)
     return Effect.fail(
       new UnsupportedChain({ chain, reason: `the token ${request.token.asset.code} is not on it` }),
@@ -119,6 +118,8 @@ const newRow = (request: TransferRequest, transfer_id: string): TransferRow => (
   raw_transaction: null,
   tx_hash: null,
   nonce: null,
+  replacement_raw_transaction: null,
+  replacement_tx_hash: null,
   poll_count: 0,
   proof: null,
   failure_code: null,

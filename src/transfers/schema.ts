@@ -52,4 +52,17 @@ create unique index chain_transfers_idempotency on platform.chain_transfers (ten
 create index chain_transfers_tenant on platform.chain_transfers (tenant_id, environment, created_at desc);
 `,
   },
+  {
+    version: 501,
+    name: "chain transfer replacements",
+    sql: `
+alter table platform.chain_transfers
+  add column replacement_raw_transaction text,
+  add column replacement_tx_hash text,
+  add constraint chain_transfers_replacement_whole
+    check ((replacement_raw_transaction is null) = (replacement_tx_hash is null)),
+  add constraint chain_transfers_replacement_after_signing
+    check (replacement_tx_hash is null or tx_hash is not null);
+`,
+  },
 ]

@@ -1,8 +1,10 @@
 /**
  * Verification of a sent transfer against its chain (`GET /api/v1/transactions/{id}/verify`): the
  * chain is re-read through the adapter, never trusted from the stored proof. The chain's status and
- * proof come from `transactionStatus`; the token Transfer log comes from `incomingTransfers` over
- * the proof's one block, so every family's adapter answers it the same way.
+ * proof come from `transactionStatus`; the token transfer comes from `incomingTransfers` over the
+ * proof's one block, so every family's adapter answers it the same way (EVM: the Transfer log, by
+ * its log index; Solana: the SPL transfer instruction in the slot, by its instruction index, its
+ * sender being the owner who signed for the source account).
  *
  * The transfer matches when the chain holds it confirmed or finalized, its Transfer log moves the
  * recorded amount of the recorded token contract from the wallet's address to the recorded

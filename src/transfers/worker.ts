@@ -4,15 +4,29 @@
  *
  * 1. Sign, once: under the sender's advisory lock and the row's lock, sign and PERSIST the raw bytes,
  *    hash and nonce (committed) before anything reaches the network. A row that already has them is
- *    never signed again. Nonces of one sender never collide: the lock serialises signers per sender
- *    address, and a nonce is above both the chain's pending nonce and every nonce persisted for a
- *    transfer of that sender not yet resolved (signed but perhaps not broadcast yet).
+ *    never signed again. What keeps the chain from accepting a second transaction for the transfer
+ *    depends on the family (`replayGuards`): EVM and TON order a sender's transactions by a counter
+ *    (nonce, seqno), so a new one is signed above both the chain's pending counter and every counter
+ *    persisted for a transfer of that sender not yet resolved; Solana and Tron give each transaction
+ *    a short lifetime instead (a recent blockhash; TAPOS and an expiration), so the persisted bytes
+ *    either land within it or never can.
  * 2. Broadcast the persisted bytes while the chain does not know them (first send, or rebroadcast
  *    after a crash or a node that forgot them); the adapter's broadcast is idempotent.
  * 3. Confirm: poll the status, re-scheduling the job (`startAfter`) a bounded number of times. At
  *    the chain's finality, post the reservation (fee first, then the amount with the attachment that
  *    completes the row with its proof and emits `payment.completed`); on a revert, a transaction that
- *    can never be included, a refusal or a timeout, void it (`payment.failed`, funds released).
+ *    can never be included (its nonce taken, its lifetime over), a refusal or a timeout, void it
+ *    (`payment.failed`, funds released).
+ * 4. Replace, where a transaction can wait in a pool without end (EVM: the adapter offers
+ *    `signReplacement`): past `poll_count_max` polls, a transaction not in a block is not given up
+ *    (it could still be mined after the funds were released). The worker signs, persists (once,
+ *    under the row's lock) and broadcasts a replacement at the same nonce that moves nothing, at a
+ *    higher fee; the transfer completes if its own transaction lands after all, and is voided only
+ *    once the replacement is final. A Solana or Tron transaction cannot outlive its lifetime, and a
+ *    TON message its `valid_until`, so those time out directly.
+ *
+ * The adapter is the one running for the transfer's chain in the transfer's environment (routes.ts):
+ * sandbox transfers go to the local chains, production transfers to the configured networks.
  *
  * Each ledger step carries an idempotency key derived from the transfer, so a settlement repeated by
  * a second job is a replay that writes nothing; the row changes only while `pending`.
@@ -22,15 +36,22 @@
  * `max(superviseIntervalSeconds, monitorIntervalSeconds)` (60 s by default): the composition root
  * chooses those, and the restart resumes at the persisted stage.
  *
- * Known limit: a confirmation timeout voids the reservation while the transaction may still sit in
- * a node's pool. Before production, a timeout must first replace the transaction (same nonce, a
- * zero-value self-transfer at a higher fee) and void only once the replacement is final.
+ * Known limits: if neither transaction is final within another `poll_count_max` polls (or the sender
+ * cannot pay for the replacement), the transfer is voided anyway, while its transaction might still
+ * be mined; a transaction still only `confirmed` at the budget's end is voided too (it is in a block
+ * but not yet at the chain's depth, which the budget is meant to cover).
  */
 import { Effect, Result } from "effect"
 import type pg from "pg"
 import type { PgBoss } from "pg-boss"
 import { assert } from "../../domain/assert.ts"
-import type { SigningKey, WalletKeyRef } from "../../domain/custody/derive.ts"
+import {
+  type ChainFamily,
+  type CustodyChain,
+  chainFamily,
+  type SigningKey,
+  type WalletKeyRef,
+} from "../../domain/custody/derive.ts"
 import type { Environment } from "../../domain/platform/scopes.ts"
 import type { CommandContext, LedgerWriterService } from "../ledger/writer.ts"
 import { ledgerOf } from "../platform/accounts.ts"
@@ -38,12 +59,15 @@ import type {
   ChainAdapter,
   InsufficientFundsForFee,
   InvalidChainAddress,
+  SignedTransfer,
+  SignOptions,
   TransactionStatus,
   TransferWouldRevert,
 } from "../ports/chain.ts"
 import { pgBossDb } from "../webhooks/queue.ts"
 import { type TransferAttachment, type TransferJob, transfer_queue } from "./hook.ts"
 import { type FailureCode, fromDb, ledgerIds, storedProof, type TransferRow } from "./model.ts"
+import { adapterFor, type ChainRoutes } from "./routes.ts"
 
 /** Hands out a wallet's signing key for one signature; never logged, never stored. */
 export type SigningKeySource = (
@@ -63,6 +87,11 @@ export interface TransferWorkerOptions {
   readonly job_expire_seconds?: number
   /** Errors of steps (they are retried by pg-boss); default: ignored. */
   readonly onError?: (error: unknown) => void
+  /**
+   * Called after the signed bytes are persisted, before each broadcast of them; a test seam for what
+   * happens on chain in between (an account frozen, a blockhash expired).
+   */
+  readonly beforeBroadcast?: (row: TransferRow) => Promise<void>
   /** Called after a successful broadcast, before the status read; a test seam for crashes. */
   readonly afterBroadcast?: (row: TransferRow) => Promise<void>
 }
@@ -71,8 +100,8 @@ export interface TransferWorkerDeps {
   readonly pool: pg.Pool
   readonly boss: PgBoss
   readonly writer: LedgerWriterService
-  /** One adapter per chain name (`ethereum`, ...). */
-  readonly adapters: ReadonlyMap<string, ChainAdapter>
+  /** The adapters per environment and chain; a transfer goes to its own environment's. */
+  readonly routes: ChainRoutes
   readonly signingKey: SigningKeySource
 }
 
@@ -109,11 +138,54 @@ const loadRow = async (db: pg.Pool | pg.PoolClient, transfer_id: string, lock = 
 const highestUnresolvedNonce = async (client: pg.PoolClient, row: TransferRow): Promise<number> => {
   const found = await client.query<{ nonce: string | null }>(
     `select max(nonce)::text as nonce from platform.chain_transfers
-      where chain = $1 and from_address = $2 and status = 'pending' and nonce is not null`,
-    [row.chain, row.from_address],
+      where environment = $1 and chain = $2 and from_address = $3 and status = 'pending'
+        and nonce is not null`,
+    [row.environment, row.chain, row.from_address],
   )
   const nonce = found.rows[0]?.nonce
   return nonce === null || nonce === undefined ? -1 : Number(nonce)
+}
+
+type SignResult = Result.Result<
+  SignedTransfer,
+  InvalidChainAddress | InsufficientFundsForFee | TransferWouldRevert
+>
+
+/**
+ * Signs a transfer so that the chain can never take a second transaction for it: called once per
+ * transfer, under the sender's lock, and its bytes are persisted before any broadcast.
+ */
+type ReplayGuard = (
+  client: pg.PoolClient,
+  row: TransferRow,
+  sign: (options?: SignOptions) => Promise<SignResult>,
+) => Promise<SignResult>
+
+/**
+ * Counter families (EVM nonce, TON seqno): sign at the chain's pending counter, or above every
+ * counter this sender persisted for a transfer not yet resolved (signed, perhaps not broadcast yet).
+ * The first signature is discarded unsent then.
+ */
+const sequencedGuard: ReplayGuard = async (client, row, sign) => {
+  const highest = await highestUnresolvedNonce(client, row)
+  const first = await sign()
+  if (Result.isFailure(first) || first.success.nonce > highest) return first
+  return await sign({ nonce: highest + 1 })
+}
+
+/**
+ * Lifetime families (Solana's recent blockhash, Tron's TAPOS and expiration): a transaction carries
+ * no counter, so two transfers of one sender never compete; one signature, whose bytes land within
+ * their lifetime or never. Two equal transfers still differ: the intent's `reference` (Solana's
+ * memo) or the adapter's increasing timestamps (Tron) set them apart.
+ */
+const lifetimeGuard: ReplayGuard = (_client, _row, sign) => sign()
+
+const replayGuards: { readonly [F in ChainFamily]: ReplayGuard } = {
+  evm: sequencedGuard,
+  ton: sequencedGuard,
+  solana: lifetimeGuard,
+  tron: lifetimeGuard,
 }
 
 const signFailure = (error: InvalidChainAddress | InsufficientFundsForFee | TransferWouldRevert): Failure => {
@@ -137,11 +209,14 @@ export function startTransferWorker(
   const onError = options.onError ?? (() => {})
   assert(poll_interval_ms >= 1 && poll_count_max >= 1, "polling is bounded and positive")
   assert(Number.isInteger(worker_count) && worker_count >= 1 && worker_count <= 64, "worker_count in 1..64")
-  const { pool, boss, writer, adapters } = deps
+  const { pool, boss, writer, routes } = deps
 
   const adapterOf = (row: TransferRow): ChainAdapter => {
-    const adapter = adapters.get(row.chain)
-    assert(adapter !== undefined, `a transfer on ${row.chain} was requested without its adapter`)
+    const adapter = adapterFor(routes, row.environment, row.chain)
+    assert(
+      adapter !== undefined,
+      `a ${row.environment} transfer on ${row.chain} was requested without its adapter`,
+    )
     return adapter
   }
 
@@ -159,7 +234,7 @@ export function startTransferWorker(
         await client.query("commit")
         return { kind: "signed", row: locked }
       }
-      const signed = await signWithFreshNonce(client, locked)
+      const signed = await signGuarded(client, locked)
       if (Result.isFailure(signed)) {
         await client.query("rollback")
         return { kind: "failed", ...signFailure(signed.failure) }
@@ -180,14 +255,12 @@ export function startTransferWorker(
     }
   }
 
-  /**
-   * Signs at the chain's pending nonce, or above every nonce this sender persisted for a transfer not
-   * yet resolved (signed, perhaps not broadcast yet). The first signature is discarded unsent then.
-   */
-  const signWithFreshNonce = async (client: pg.PoolClient, row: TransferRow) => {
+  /** Signs the row's transfer under its family's replay guard. */
+  const signGuarded = async (client: pg.PoolClient, row: TransferRow): Promise<SignResult> => {
+    const chain = row.chain as CustodyChain
     const key = await deps.signingKey({
       environment: row.environment,
-      chain: row.chain as WalletKeyRef["chain"],
+      chain,
       tenant_index: row.key_tenant_index,
       wallet_index: row.key_wallet_index,
     })
@@ -196,11 +269,11 @@ export function startTransferWorker(
       asset: { kind: "token", contract: row.token_contract } as const,
       to: row.to_address,
       amount: row.amount,
+      reference: row.transfer_id,
     }
-    const highest = await highestUnresolvedNonce(client, row)
-    const first = await Effect.runPromise(Effect.result(adapter.signTransfer(key, intent)))
-    if (Result.isFailure(first) || first.success.nonce > highest) return first
-    return await Effect.runPromise(Effect.result(adapter.signTransfer(key, intent, { nonce: highest + 1 })))
+    return await replayGuards[chainFamily(chain)](client, row, (options) =>
+      Effect.runPromise(Effect.result(adapter.signTransfer(key, intent, options))),
+    )
   }
 
   /** Step 2: broadcast the persisted bytes; a refusal that can never pass fails the transfer. */
@@ -221,6 +294,12 @@ export function startTransferWorker(
         return {
           code: "dropped",
           message: `Another transaction of the sender took nonce ${error.nonce}: this one can never be included.`,
+        }
+      case "TransactionExpired":
+        return {
+          code: "dropped",
+          message:
+            "The transaction's lifetime on the chain ended before it landed: it can never be included.",
         }
       case "BroadcastRejected":
         return { code: "broadcast_rejected", message: `The node refused the transaction: ${error.reason}` }
@@ -272,16 +351,120 @@ export function startTransferWorker(
   const fail = (row: TransferRow, failure: Failure) =>
     settle(row, { status: "failed", code: failure.code, message: failure.message })
 
-  /** Counts a poll; past the bound the transfer times out. */
-  const countPoll = async (row: TransferRow, status: TransactionStatus): Promise<"settled" | "waiting"> => {
+  /** Counts a poll of the transfer; answers how many it has had, this one included. */
+  const countedPolls = async (row: TransferRow): Promise<number> => {
     const counted = await pool.query<{ poll_count: number }>(
       "update platform.chain_transfers set poll_count = poll_count + 1 where transfer_id = $1 returning poll_count",
       [row.transfer_id],
     )
-    if ((counted.rows[0]?.poll_count ?? 0) <= poll_count_max) return "waiting"
+    return counted.rows[0]?.poll_count ?? 0
+  }
+
+  /**
+   * Counts a poll; past the bound the transfer times out. A transaction that may still wait in a
+   * node's pool (seen, or dropped by this node only) is replaced first where the family allows it.
+   */
+  const countPoll = async (row: TransferRow, status: TransactionStatus): Promise<"settled" | "waiting"> => {
+    if ((await countedPolls(row)) <= poll_count_max) return "waiting"
+    if (status.status !== "confirmed" && adapterOf(row).signReplacement !== undefined) {
+      const replacing = await replacementOnce(row)
+      if (replacing !== null) return await advanceReplaced(replacing)
+    }
     await fail(row, {
       code: "confirmation_timeout",
       message: `The transaction was still ${status.status} after ${poll_count_max} polls; the funds were released.`,
+    })
+    return "settled"
+  }
+
+  /**
+   * Signs and persists the transfer's replacement, once (under the row's lock, like the first
+   * signature); null when the sender cannot pay for one.
+   */
+  const replacementOnce = async (row: TransferRow): Promise<TransferRow | null> => {
+    const adapter = adapterOf(row)
+    assert(adapter.signReplacement !== undefined, "only a family with pools replaces")
+    const client = await pool.connect()
+    try {
+      await client.query("begin")
+      const locked = await loadRow(client, row.transfer_id, true)
+      assert(locked?.raw_transaction != null, "a replaced transfer was signed")
+      if (locked.replacement_tx_hash !== null || locked.status !== "pending") {
+        await client.query("commit")
+        return locked
+      }
+      const key = await deps.signingKey({
+        environment: locked.environment,
+        chain: locked.chain as CustodyChain,
+        tenant_index: locked.key_tenant_index,
+        wallet_index: locked.key_wallet_index,
+      })
+      const signed = await Effect.runPromise(
+        Effect.result(adapter.signReplacement(key, locked.raw_transaction)),
+      )
+      if (Result.isFailure(signed)) {
+        await client.query("rollback")
+        return null
+      }
+      const persisted = await client.query(
+        `update platform.chain_transfers set replacement_raw_transaction = $2, replacement_tx_hash = $3
+          where transfer_id = $1 returning *`,
+        [locked.transfer_id, signed.success.raw, signed.success.tx_hash],
+      )
+      await client.query("commit")
+      return fromDb(persisted.rows[0])
+    } catch (error) {
+      await client.query("rollback").catch(() => {})
+      throw error
+    } finally {
+      client.release()
+    }
+  }
+
+  /**
+   * A replaced transfer: completes if its own transaction lands after all, fails once the
+   * replacement (which took the nonce) is final, and otherwise (re)broadcasts the replacement and
+   * waits, for at most another `poll_count_max` polls.
+   */
+  const advanceReplaced = async (row: TransferRow): Promise<"settled" | "waiting"> => {
+    if (row.status !== "pending") return "settled"
+    assert(
+      row.tx_hash !== null && row.replacement_tx_hash !== null && row.replacement_raw_transaction !== null,
+      "a replaced transfer has both transactions",
+    )
+    const adapter = adapterOf(row)
+    const own = await Effect.runPromise(adapter.transactionStatus(row.tx_hash))
+    if (own.status === "finalized") {
+      await settle(row, { status: "completed", proof: storedProof(own.proof) })
+      return "settled"
+    }
+    if (own.status === "reverted") {
+      await fail(row, {
+        code: "reverted",
+        message: `The transaction reverted in block ${own.proof.block_number}; the funds were released.`,
+      })
+      return "settled"
+    }
+    const replacement = await Effect.runPromise(adapter.transactionStatus(row.replacement_tx_hash))
+    if (replacement.status === "finalized") {
+      await fail(row, {
+        code: "confirmation_timeout",
+        message:
+          `The transaction was not confirmed within ${poll_count_max} polls; transaction ` +
+          `${row.replacement_tx_hash} took its nonce ${String(row.nonce)} and moved nothing, so it can ` +
+          "never land: the funds were released.",
+      })
+      return "settled"
+    }
+    if (replacement.status === "dropped" && own.status !== "confirmed") {
+      // A refusal is no answer yet: a nonce already taken means one of the two landed, and the next
+      // poll reads which; a node that forgot the replacement gets it again next time.
+      await Effect.runPromise(Effect.result(adapter.broadcast(row.replacement_raw_transaction)))
+    }
+    if ((await countedPolls(row)) <= 2 * poll_count_max) return "waiting"
+    await fail(row, {
+      code: "confirmation_timeout",
+      message: `Neither the transaction nor its replacement was final after ${2 * poll_count_max} polls; the funds were released.`,
     })
     return "settled"
   }
@@ -298,9 +481,11 @@ export function startTransferWorker(
     const row = signed.row
     if (row.status !== "pending") return "settled"
     assert(row.tx_hash !== null && row.raw_transaction !== null, "a signed row has its bytes and hash")
+    if (row.replacement_tx_hash !== null) return await advanceReplaced(row)
     const adapter = adapterOf(row)
     let status = await Effect.runPromise(adapter.transactionStatus(row.tx_hash))
     if (status.status === "dropped") {
+      await options.beforeBroadcast?.(row)
       const refused = await broadcast({ ...row, raw_transaction: row.raw_transaction })
       if (refused !== null) {
         await fail(row, refused)

@@ -1,12 +1,17 @@
-// Proves the sandbox's local EVM chain end to end against the real platform process (one anvil,
-// SANDBOX_EVM_CHAINS=ethereum): GET /api/v2/chains shows a live gas figure and the deployed sandbox
-// token contracts for ethereum only; the faucet credits the ledger and mints on chain; POST
+// Proves the sandbox's local chains end to end against the real platform process (one anvil,
+// SANDBOX_EVM_CHAINS=ethereum, and the LiteSVM Solana chain, SANDBOX_SOLANA=true): GET /api/v2/chains
+// shows a live gas figure and the sandbox's token contracts (mints) for ethereum and solana only; the
+// faucet credits the ledger and mints on chain; POST
 // /api/v2/transfers sends to a fresh address and completes with the chain's proof within seconds:
 // the recipient holds exactly the amount on chain, the wallet's ledger balance fell by amount + fee,
 // and a payment.completed webhook arrives. A transfer to another custody wallet of the tenant is a
 // deposit there: credited once, announced by deposit.confirmed and listed by GET /api/v2/deposits,
 // while the faucet's mint is not a deposit. GET /api/v1/transactions/{id}/verify re-reads the chain
-// and confirms the completed transfer with the same proof. Bad requests get the platform's error shape.
+// and confirms the completed transfer with the same proof. The same holds for a Solana transfer, whose
+// chain lives inside the platform process: the verification is the test's window onto it. A production
+// transfer on ethereum is refused (chain_unavailable): only the sandbox runs it here. Bad requests get
+// the platform's error shape.
+import { generateKeyPairSigner, isAddress } from "@solana/kit"
 import { type Address, createPublicClient, erc20Abi, http } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -25,6 +30,7 @@ import type {
 import { expectError, expectOk } from "../support/api-expect.ts"
 import {
   type ApiClient,
+  apiClient,
   type RunningPlatform,
   registerTenant,
   startPlatform,
@@ -68,7 +74,8 @@ beforeAll(async () => {
   receiver = await startWebhookReceiver(secret)
   platform = await startPlatform({
     SANDBOX_EVM_CHAINS: "ethereum",
-    GAS_USD_RATES: "ethereum=3500",
+    SANDBOX_SOLANA: "true",
+    GAS_USD_RATES: "ethereum=3500,solana=150",
     LOG_LEVEL: "info",
   })
   rpc_url = sandboxRpcUrl(platform.output())
@@ -96,8 +103,8 @@ afterAll(async () => {
   await receiver?.close()
 })
 
-describe("GET /api/v2/chains with a local ethereum", () => {
-  it("shows live gas (native and USD) and the deployed sandbox contracts for ethereum only", async () => {
+describe("GET /api/v2/chains with a local ethereum and a local solana", () => {
+  it("shows live gas (native and USD) and the sandbox's contracts for ethereum and solana only", async () => {
     const body = expectOk(await client.get<{ data: ReadonlyArray<ChainView> }>("/api/v2/chains"))
     const ethereum = body.data.find((chain) => chain.chain === "ethereum")
     expect(ethereum?.gas_status).toBe("live")
@@ -108,7 +115,18 @@ describe("GET /api/v2/chains with a local ethereum", () => {
     for (const contract of contracts) expect(contract).toMatch(/^0x[0-9a-fA-F]{40}$/)
     expect(new Set(contracts).size).toBe(2)
     usdc = ethereum?.tokens.find((token) => token.token === "USDC")?.contract_address as Address
-    for (const other of body.data.filter((chain) => chain.chain !== "ethereum")) {
+
+    // One signature at LiteSVM's 5,000 lamports, at 150 USD per SOL.
+    const solana = body.data.find((chain) => chain.chain === "solana")
+    expect(solana).toMatchObject({ gas_status: "live", gas: { native: "0.000005", usd: "0.00075" } })
+    const mints = solana?.tokens.map((token) => token.contract_address) ?? []
+    expect(mints).toHaveLength(2)
+    for (const mint of mints) expect(isAddress(mint ?? "")).toBe(true)
+    expect(new Set(mints).size).toBe(2)
+    // The sandbox's own mints, not mainnet's.
+    expect(mints).not.toContain("EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v")
+
+    for (const other of body.data.filter((chain) => !["ethereum", "solana"].includes(chain.chain))) {
       expect(other).toMatchObject({ gas: null, gas_status: "unavailable" })
       for (const token of other.tokens) expect(token.contract_address).toBeNull()
     }
@@ -258,6 +276,45 @@ describe("POST /api/v2/transfers on the local chain", () => {
   })
 })
 
+describe("POST /api/v2/transfers in production", () => {
+  it("is refused with chain_unavailable where no production adapter runs (no CHAIN_RPC_URL_ETHEREUM)", async () => {
+    const { client: sandbox, credentials } = await registerTenant(platform.url)
+    expectOk(
+      await sandbox.post("/api/v1/tenant/verification", {
+        legal_name: "Acme Payments GmbH",
+        registration_number: "HRB 12345",
+        country: "DE",
+        representative: { name: "Ada Example", country: "DE" },
+      }),
+    )
+    const key = expectOk(
+      await sandbox.post<{ api_key: string }>("/api/v1/api-keys", { environment: "production" }),
+      201,
+    )
+    const production = apiClient(platform.url, { tenant_id: credentials.tenant_id, api_key: key.api_key })
+    const sender = expectOk(
+      await production.post<typeof Wallet.Type>("/api/v1/wallets", {
+        external_id: "production-sender",
+        label: "production",
+        chain: "ethereum",
+      }),
+      201,
+    )
+    // The sandbox runs a local ethereum; production has none configured: the environment decides.
+    expectError(
+      await production.post("/api/v2/transfers", {
+        from_wallet: sender.wallet_id,
+        to_address: wallet.address,
+        amount: "1",
+        token: "USDC",
+        chain: "ethereum",
+      }),
+      400,
+      "chain_unavailable",
+    )
+  })
+})
+
 describe("GET /api/v1/transactions/{id}/verify", () => {
   it("re-reads a completed transfer from the chain: every check passes with the recorded proof", async () => {
     expect(completed, "the settlement test completed a transfer").toBeDefined()
@@ -316,6 +373,113 @@ describe("GET /api/v1/transactions/{id}/verify", () => {
       await other.client.get(`/api/v1/transactions/${transfer_id}/verify`),
       404,
       "transaction_not_found",
+    )
+  })
+})
+
+describe("POST /api/v2/transfers on the local Solana chain", () => {
+  it("funds with the faucet, sends USDC to a fresh address, completes with a proof the chain verifies", async () => {
+    const sender = expectOk(
+      await client.post<typeof Wallet.Type>("/api/v1/wallets", {
+        external_id: "solana-sender",
+        label: "solana sender",
+        chain: "solana",
+      }),
+      201,
+    )
+    expectOk(
+      await client.post<typeof Balance.Type>("/api/v1/sandbox/faucet", {
+        wallet_id: sender.wallet_id,
+        token: "USDC",
+        amount: "100",
+      }),
+    )
+    const recipient = (await generateKeyPairSigner()).address
+    const requested = expectOk(
+      await client.post<TransferView>("/api/v2/transfers", {
+        from_wallet: sender.wallet_id,
+        to_address: recipient,
+        amount: "25",
+        token: "USDC",
+        chain: "solana",
+      }),
+      202,
+    )
+    expect(requested).toMatchObject({
+      status: "pending",
+      amount: "25.00",
+      chain: "solana",
+      to_address: recipient,
+    })
+
+    const started = Date.now()
+    let current = requested
+    while (current.status === "pending" && Date.now() - started < completion_wait_ms_max) {
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      current = expectOk(await client.get<TransferView>(`/api/v2/transfers/${requested.transaction_id}`))
+    }
+    expect(current.status).toBe("completed")
+    expect(current.proof?.tx_hash).toBe(current.tx_hash)
+    // Base58 signature; the recipient's token account was created in the transfer (instruction 0).
+    expect(current.tx_hash).toMatch(/^[1-9A-HJ-NP-Za-km-z]{64,88}$/)
+    expect(current.proof?.log_index).toBe(1)
+
+    const balance = expectOk(
+      await client.get<typeof Balance.Type>(`/api/v1/wallets/${sender.wallet_id}/balance`),
+    )
+    const expected = 100_000_000n - 25_000_000n - paymentFee(25_000_000n)
+    expect(balance.tokens.find((token) => token.token === "USDC")?.amount).toBe(formatAmount(expected, 6))
+
+    const webhook = await receiver.waitFor(
+      (request) => request.body.data.transaction_id === requested.transaction_id,
+      completion_wait_ms_max,
+    )
+    expect(webhook.body.event_type).toBe("payment.completed")
+    expect(webhook.body.data).toMatchObject({
+      status: "completed",
+      chain: "solana",
+      tx_hash: current.tx_hash,
+    })
+
+    // The chain runs inside the platform process: its verification is how the test reads it.
+    const verified = expectOk(
+      await client.get<typeof TransactionVerification.Type>(
+        `/api/v1/transactions/${requested.transaction_id}/verify`,
+      ),
+    )
+    expect(verified).toMatchObject({
+      chain: "solana",
+      tx_hash: current.tx_hash,
+      status: "finalized",
+      checks: { amount: true, token: true, sender: true, receiver: true },
+      matches: true,
+      proof: {
+        block_number: current.proof?.block_number,
+        block_hash: current.proof?.block_hash,
+        log_index: 1,
+      },
+    })
+  })
+
+  it("refuses a bad Solana address before any money moves", async () => {
+    const sender = expectOk(
+      await client.post<typeof Wallet.Type>("/api/v1/wallets", {
+        external_id: "solana-bad-address",
+        label: "solana",
+        chain: "solana",
+      }),
+      201,
+    )
+    expectError(
+      await client.post("/api/v2/transfers", {
+        from_wallet: sender.wallet_id,
+        to_address: wallet.address,
+        amount: "1",
+        token: "USDC",
+        chain: "solana",
+      }),
+      400,
+      "invalid_address",
     )
   })
 })

@@ -1,11 +1,11 @@
 // Proves the EVM chain adapter against a real node (anvil): fees, balances, a token and a native
 // transfer confirmed with their proofs and finalized with depth, a transfer that reverts on chain
 // (recipient blocked after signing), a sender without gas refused before broadcast and by the node,
-// a dropped transaction, idempotent rebroadcast (no double spend), a reused nonce, and deposits
-// listed for watched addresses.
+// a dropped transaction, idempotent rebroadcast (no double spend), a reused nonce, a stuck transfer
+// replaced at its nonce, and deposits listed for watched addresses.
 
 import { Effect } from "effect"
-import type { Address } from "viem"
+import { type Address, type Hex, parseTransaction } from "viem"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { makeEvmAdapter } from "../../adapters/chains/evm/adapter.ts"
 import { type AnvilNode, startAnvil } from "../../src/chains/anvil.ts"
@@ -251,6 +251,54 @@ describe("rebroadcast", () => {
     expect(await failure(adapter.broadcast(rival.raw))).toEqual(
       expect.objectContaining({ _tag: "NonceTooLow", tx_hash: rival.tx_hash, nonce: first.nonce }),
     )
+  })
+})
+
+describe("replacement", () => {
+  it("takes the nonce of a transfer stuck in the pool, moving nothing, at fees above the original's by the bump", async () => {
+    const before = await tokenBalance(bob.address)
+    await withoutAutomine(async () => {
+      const stuck = await run(adapter.signTransfer(alice.key, { asset: token, to: bob.address, amount: 17n }))
+      await run(adapter.broadcast(stuck.raw))
+      const replace = adapter.signReplacement
+      if (replace === undefined) throw new Error("the EVM adapter replaces")
+      const replacement = await run(replace(alice.key, stuck.raw))
+      expect(replacement).toMatchObject({ from: alice.address, nonce: stuck.nonce })
+      const [original, signed] = [
+        parseTransaction(stuck.raw as Hex),
+        parseTransaction(replacement.raw as Hex),
+      ]
+      expect(signed).toMatchObject({ to: alice.address.toLowerCase(), gas: 21_000n })
+      expect(signed.value ?? 0n).toBe(0n)
+      // At least 10 % above on both fees, as nodes require of a replacement.
+      expect((signed.maxFeePerGas ?? 0n) * 10n).toBeGreaterThanOrEqual((original.maxFeePerGas ?? 0n) * 11n)
+      expect((signed.maxPriorityFeePerGas ?? 0n) * 10n).toBeGreaterThanOrEqual(
+        (original.maxPriorityFeePerGas ?? 0n) * 11n,
+      )
+      // The node takes it in place of the original.
+      await run(adapter.broadcast(replacement.raw))
+      await mineBlocks(1)
+      expect(await status(replacement.tx_hash)).toMatchObject({ status: "confirmed" })
+      expect(await status(stuck.tx_hash)).toEqual({ status: "dropped", tx_hash: stuck.tx_hash })
+      expect(await failure(adapter.broadcast(stuck.raw))).toMatchObject({ _tag: "NonceTooLow" })
+    })
+    expect(await tokenBalance(bob.address)).toBe(before)
+  })
+
+  it("is refused, typed, to a sender that cannot pay for it", async () => {
+    await mint(penniless.address, 1_000n)
+    await node.setBalance(penniless.address, 10n ** 16n)
+    const stuck = await run(
+      adapter.signTransfer(penniless.key, { asset: token, to: bob.address, amount: 1n }),
+    )
+    await node.setBalance(penniless.address, 0n)
+    const replace = adapter.signReplacement
+    if (replace === undefined) throw new Error("the EVM adapter replaces")
+    expect(await failure(replace(penniless.key, stuck.raw))).toMatchObject({
+      _tag: "InsufficientFundsForFee",
+      address: penniless.address,
+      available: 0n,
+    })
   })
 })
 

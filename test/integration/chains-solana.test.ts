@@ -181,6 +181,24 @@ describe("Solana adapter on LiteSVM", () => {
     expect((await run(adapter.transactionStatus(signed.tx_hash))).status).toBe("finalized")
   })
 
+  test("a reference becomes a memo after the transfer: equal transfers with other references are other transactions", async () => {
+    const intent = { asset: usdc, to: addressOf(2), amount: usdc_unit }
+    const [plain, first, second] = await Promise.all([
+      run(adapter.signTransfer(keyOf(0), intent)),
+      run(adapter.signTransfer(keyOf(0), { ...intent, reference: "txn_first" })),
+      run(adapter.signTransfer(keyOf(0), { ...intent, reference: "txn_second" })),
+    ])
+    expect(new Set([plain.tx_hash, first.tx_hash, second.tx_hash]).size).toBe(3)
+    // A memo adds no signature: the fee is the same.
+    expect(first.fee_max).toBe(plain.fee_max)
+    expect(Buffer.from(first.raw.slice(2), "hex").toString("latin1")).toContain("txn_first")
+    await run(adapter.broadcast(first.raw))
+    const status = await run(adapter.transactionStatus(first.tx_hash))
+    // The transfer keeps its instruction index (0: the recipient's account exists); the memo follows.
+    expect(status.status === "confirmed" && status.proof.log_index).toBe(0)
+    expect(await run(adapter.balance(addressOf(2), usdc))).toBe(101n * usdc_unit)
+  })
+
   test("a SOL transfer lands, with no log index in its proof", async () => {
     const signed = await run(
       adapter.signTransfer(keyOf(0), { asset: { kind: "native" }, to: addressOf(1), amount: sol / 10n }),
@@ -226,13 +244,13 @@ describe("Solana adapter on LiteSVM", () => {
     )
   })
 
-  test("bytes whose blockhash expired are rejected and the transaction reads dropped", async () => {
+  test("bytes whose blockhash expired are refused as expired and the transaction reads dropped", async () => {
     const signed = await run(
       adapter.signTransfer(keyOf(0), { asset: usdc, to: addressOf(1), amount: usdc_unit }),
     )
     svm.expireBlockhash()
     const exit = await runExit(adapter.broadcast(signed.raw))
-    expect(Exit.isFailure(exit) && JSON.stringify(exit.cause)).toContain("BroadcastRejected")
+    expect(Exit.isFailure(exit) && JSON.stringify(exit.cause)).toContain("TransactionExpired")
     expect((await run(adapter.transactionStatus(signed.tx_hash))).status).toBe("dropped")
   })
 

@@ -3,14 +3,12 @@
 // proof, one refused by the token (recipient blocked after the request), one whose sender cannot pay
 // gas, and one whose worker is killed right after the broadcast, which a new worker completes
 // exactly once. Failed transfers release the reservation to the last unit.
-import { type ChildProcess, spawn } from "node:child_process"
-import * as path from "node:path"
-import { createInterface } from "node:readline"
-import { fileURLToPath } from "node:url"
 import { Effect, Result } from "effect"
 import { type Address, createPublicClient, http } from "viem"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { makeEvmAdapter } from "../../adapters/chains/evm/adapter.ts"
 import { paymentFee } from "../../domain/ledger/fee.ts"
+import type { Environment } from "../../domain/platform/scopes.ts"
 import { type AnvilNode, startAnvil } from "../../src/chains/anvil.ts"
 import { deployStablecoin } from "../../src/chains/stablecoin.ts"
 import {
@@ -23,14 +21,24 @@ import {
 } from "../../src/platform/accounts.ts"
 import { custodyAccountId, fromDb, type TransferRow } from "../../src/transfers/model.ts"
 import { type RequestDeps, requestTransfer, type SourceWallet } from "../../src/transfers/request.ts"
-import { startTransferWorker, type TransferWorker } from "../../src/transfers/worker.ts"
+import { type ChainRoutes, chainRoutes } from "../../src/transfers/routes.ts"
+import {
+  startTransferWorker,
+  type TransferWorker,
+  type TransferWorkerOptions,
+} from "../../src/transfers/worker.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { callStablecoin, test_mnemonic, testWallet } from "../support/evm.ts"
-import { composeTransfers, type TransferHarness, transfer_chain_id, usdp } from "../support/transfers.ts"
+import {
+  composeTransfers,
+  killWorkerProcess,
+  type TransferHarness,
+  transfer_chain_id,
+  usdp,
+  workerProcessUntilBroadcast,
+} from "../support/transfers.ts"
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 const tenant_id = "ten_transfers"
-const ledger = ledgerOf(tenant_id, "sandbox")
 const asset = usdp()
 const issuer = testWallet(0)
 const funding = 1_000_000_000n
@@ -49,7 +57,12 @@ const issuerCall = (fn: string, args: ReadonlyArray<unknown>) =>
   callStablecoin(node.rpc_url, contract, issuer.key, fn, args)
 
 /** A custody wallet (tenant `tenant_index`, wallet `wallet_index`) with tokens on chain and in the ledger. */
-const fundedWallet = async (wallet_index: number, tenant_index = 0): Promise<SourceWallet> => {
+const fundedWallet = async (
+  wallet_index: number,
+  tenant_index = 0,
+  environment: Environment = "sandbox",
+): Promise<SourceWallet> => {
+  const ledger = ledgerOf(tenant_id, environment)
   const { address } = testWallet(wallet_index, tenant_index)
   const wallet: SourceWallet = {
     wallet_id: `wal_${tenant_index}_${wallet_index}`,
@@ -97,11 +110,13 @@ const request = (
   to_address: string,
   amount: bigint,
   idempotency_key: string | null = null,
+  environment: Environment = "sandbox",
+  request_deps: RequestDeps = deps,
 ) =>
   run(
-    requestTransfer(deps, {
+    requestTransfer(request_deps, {
       tenant_id,
-      environment: "sandbox",
+      environment,
       wallet,
       to_address,
       amount,
@@ -113,8 +128,8 @@ const request = (
     }),
   )
 
-const account = async (account_id: string) => {
-  const { state } = await run(harness.writer.snapshot(ledger))
+const account = async (account_id: string, environment: Environment = "sandbox") => {
+  const { state } = await run(harness.writer.snapshot(ledgerOf(tenant_id, environment)))
   const found = state.accounts.get(account_id)
   if (found === undefined) throw new Error(`no account ${account_id}`)
   return found
@@ -127,32 +142,53 @@ const loadRow = async (transfer_id: string): Promise<TransferRow> => {
   return fromDb(found.rows[0])
 }
 
-/** Waits until the worker settled the transfer; bounded. */
-const settled = async (transfer_id: string): Promise<TransferRow> => {
+/** Waits until the transfer's row satisfies `done`; bounded. */
+const until = async (transfer_id: string, done: (row: TransferRow) => boolean): Promise<TransferRow> => {
   const deadline = Date.now() + settle_wait_ms_max
   for (;;) {
     const row = await loadRow(transfer_id)
-    if (row.status !== "pending") return row
-    if (Date.now() > deadline) throw new Error(`transfer ${transfer_id} still pending`)
+    if (done(row)) return row
+    if (Date.now() > deadline) throw new Error(`transfer ${transfer_id} did not get there in time`)
     await new Promise((resolve) => setTimeout(resolve, 100))
   }
 }
 
-const startWorker = () =>
+/** Waits until the worker settled the transfer; bounded. */
+const settled = (transfer_id: string): Promise<TransferRow> =>
+  until(transfer_id, (row) => row.status !== "pending")
+
+/** Runs `body` while the node leaves transactions in its pool until the test mines them. */
+const withoutAutomine = async <A>(body: () => Promise<A>): Promise<A> => {
+  await node.rpc("evm_setAutomine", [false])
+  try {
+    return await body()
+  } finally {
+    await node.rpc("evm_setAutomine", [true])
+  }
+}
+
+/** A transfer's budget before replacement, in polls (200 ms apart). */
+const short_poll_count_max = 5
+
+const startWorker = (routes: ChainRoutes, options: TransferWorkerOptions) =>
   startTransferWorker(
     {
       pool: db.pool,
       boss: harness.boss,
       writer: harness.writer,
-      adapters: harness.adapters,
+      routes,
       signingKey: harness.signingKey,
     },
-    { poll_interval_ms: 200, poll_count_max: 50, worker_count: 2, job_expire_seconds: 3 },
+    { poll_interval_ms: 200, poll_count_max: 50, worker_count: 2, job_expire_seconds: 3, ...options },
   )
 
 /** Runs `body` while a worker of this process works the queue. */
-const withWorker = async <A>(body: () => Promise<A>): Promise<A> => {
-  const worker: TransferWorker = await startWorker()
+const withWorker = async <A>(
+  body: () => Promise<A>,
+  routes = harness.routes,
+  options: TransferWorkerOptions = {},
+): Promise<A> => {
+  const worker: TransferWorker = await startWorker(routes, options)
   try {
     return await body()
   } finally {
@@ -189,7 +225,7 @@ beforeAll(async () => {
     decimals: 6,
   })
   harness = await composeTransfers(db.pool, node.rpc_url)
-  deps = { writer: harness.writer, pool: db.pool, chains: new Set(["ethereum"]) }
+  deps = { writer: harness.writer, pool: db.pool, routes: harness.routes }
 })
 
 afterAll(async () => {
@@ -313,6 +349,120 @@ describe("on-chain transfers (EVM)", () => {
     expect(payer.debits_pending).toBe(0n)
   })
 
+  it("routes by environment: a production transfer goes to the production adapter, and is refused where none runs", async () => {
+    // The sandbox's ethereum adapter points at a port nothing listens on: a transfer sent through it
+    // could never complete, so completing proves the production adapter (on anvil) sent it.
+    const unreachable = makeEvmAdapter({
+      chain_id: transfer_chain_id,
+      rpc_url: "http://127.0.0.1:9/",
+      finality_confirmations: 1,
+    })
+    const routes = chainRoutes({
+      sandbox: new Map([["ethereum", unreachable]]),
+      production: new Map([["ethereum", harness.adapter]]),
+    })
+    const wallet = await fundedWallet(6, 0, "production")
+    const recipient = testWallet(17).address
+    const before = await tokenBalance(recipient)
+    const production_deps: RequestDeps = { ...deps, routes }
+    const requested = await request(wallet, recipient, 3_000_000n, null, "production", production_deps)
+    const row = await withWorker(() => settled(requested.transfer_id), routes)
+    expect(row).toMatchObject({ status: "completed", environment: "production" })
+    expect(await tokenBalance(recipient)).toBe(before + 3_000_000n)
+    expect((await account(walletAccountId(wallet.wallet_id, asset), "production")).debits_posted).toBe(
+      3_000_000n + paymentFee(3_000_000n),
+    )
+
+    const sandbox_only: RequestDeps = { ...deps, routes: chainRoutes({ sandbox: harness.routes.sandbox }) }
+    const refused = await Effect.runPromise(
+      Effect.flip(
+        requestTransfer(sandbox_only, {
+          tenant_id,
+          environment: "production",
+          wallet,
+          to_address: recipient,
+          amount: 1n,
+          token: { asset, contract },
+          idempotency_key: null,
+          actor: "test",
+          correlation_id: "c",
+          now_ms: Date.now(),
+        }),
+      ),
+    )
+    expect(refused).toMatchObject({ _tag: "UnsupportedChain", chain: "ethereum" })
+    expect((await account(walletAccountId(wallet.wallet_id, asset), "production")).debits_pending).toBe(0n)
+  })
+
+  it("replaces a transaction stuck in the pool past its budget, and voids only once the replacement is final", async () => {
+    const wallet = await fundedWallet(7)
+    const recipient = testWallet(18).address
+    const nonce_before = await chain().getTransactionCount({ address: wallet.address as Address })
+    const row = await withoutAutomine(async () => {
+      const requested = await request(wallet, recipient, 4_000_000n)
+      return await withWorker(
+        async () => {
+          const replacing = await until(requested.transfer_id, (row) => row.replacement_tx_hash !== null)
+          // Still pending: the replacement is in the pool, not final.
+          await new Promise((resolve) => setTimeout(resolve, 600))
+          expect((await loadRow(requested.transfer_id)).status).toBe("pending")
+          expect(replacing.nonce).toBe(nonce_before)
+          await node.rpc("evm_mine", [])
+          return await settled(requested.transfer_id)
+        },
+        harness.routes,
+        { poll_count_max: short_poll_count_max },
+      )
+    })
+    expect(row).toMatchObject({ status: "failed", failure_code: "confirmation_timeout" })
+    expect(row.failure_message).toContain(row.replacement_tx_hash)
+    const replacement = await chain().getTransaction({ hash: row.replacement_tx_hash as `0x${string}` })
+    expect(replacement).toMatchObject({ nonce: nonce_before, to: wallet.address.toLowerCase(), value: 0n })
+    expect(replacement.blockNumber).not.toBeNull()
+    expect(await chain().getTransactionCount({ address: wallet.address as Address })).toBe(nonce_before + 1)
+    await expect(chain().getTransactionReceipt({ hash: row.tx_hash as `0x${string}` })).rejects.toThrow()
+    expect(await tokenBalance(recipient)).toBe(0n)
+    const payer = await account(walletAccountId(wallet.wallet_id, asset))
+    expect(payer.debits_pending).toBe(0n)
+    expect(payer.credits_posted - payer.debits_posted - payer.debits_pending).toBe(funding)
+    expect((await outboxEvents(row.transfer_id)).map((event) => event.event_type)).toEqual(["payment.failed"])
+  })
+
+  it("completes a replaced transfer when its own transaction lands instead of the replacement", async () => {
+    const wallet = await fundedWallet(8)
+    const recipient = testWallet(19).address
+    const amount = 6_000_000n
+    const nonce_before = await chain().getTransactionCount({ address: wallet.address as Address })
+    const requested = await withoutAutomine(async () => {
+      const requested = await request(wallet, recipient, amount)
+      const replacing = await withWorker(
+        () => until(requested.transfer_id, (row) => row.replacement_tx_hash !== null),
+        harness.routes,
+        { poll_count_max: short_poll_count_max },
+      )
+      // Another node still held the original and a block producer took it: the replacement never lands.
+      await node.rpc("anvil_dropTransaction", [replacing.replacement_tx_hash])
+      await node.rpc("eth_sendRawTransaction", [replacing.raw_transaction])
+      await node.rpc("evm_mine", [])
+      return requested
+    })
+    const row = await withWorker(() => settled(requested.transfer_id), harness.routes, {
+      poll_count_max: short_poll_count_max,
+    })
+    expect(row.status).toBe("completed")
+    expect(row.proof?.tx_hash).toBe(row.tx_hash)
+    expect(await tokenBalance(recipient)).toBe(amount)
+    expect(await chain().getTransactionCount({ address: wallet.address as Address })).toBe(nonce_before + 1)
+    await expect(
+      chain().getTransactionReceipt({ hash: row.replacement_tx_hash as `0x${string}` }),
+    ).rejects.toThrow()
+    const payer = await account(walletAccountId(wallet.wallet_id, asset))
+    expect(payer.debits_posted).toBe(amount + paymentFee(amount))
+    expect((await outboxEvents(row.transfer_id)).map((event) => event.event_type)).toEqual([
+      "payment.completed",
+    ])
+  })
+
   it("completes exactly once after the worker is killed right after the broadcast", async () => {
     const wallet = await fundedWallet(5)
     const recipient = testWallet(16).address
@@ -321,17 +471,12 @@ describe("on-chain transfers (EVM)", () => {
     const balance_before = await tokenBalance(recipient)
     const requested = await request(wallet, recipient, amount)
 
-    const child = spawn(
-      process.execPath,
-      [
-        path.join(root, "test/support/transfer-worker-process.ts"),
-        JSON.stringify({ database_url: db.url, rpc_url: node.rpc_url }),
-      ],
-      { stdio: ["ignore", "pipe", "inherit"] },
+    const { child, broadcast: broadcast_hash } = await workerProcessUntilBroadcast(
+      db.url,
+      { rpc_url: node.rpc_url },
+      settle_wait_ms_max,
     )
-    const broadcast_hash = await firstBroadcast(child)
-    child.kill("SIGKILL")
-    await new Promise((resolve) => child.once("exit", resolve))
+    await killWorkerProcess(child)
 
     const interrupted = await loadRow(requested.transfer_id)
     expect(interrupted.status).toBe("pending")
@@ -353,24 +498,3 @@ describe("on-chain transfers (EVM)", () => {
     expect(payer.debits_posted).toBe(amount + paymentFee(amount))
   })
 })
-
-/** The tx hash the child printed after broadcasting; bounded. */
-function firstBroadcast(child: ChildProcess): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL")
-      reject(new Error("the child worker did not broadcast in time"))
-    }, settle_wait_ms_max)
-    const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream })
-    lines.on("line", (line) => {
-      const parsed = JSON.parse(line) as { broadcast?: string }
-      if (parsed.broadcast === undefined) return
-      clearTimeout(timer)
-      resolve(parsed.broadcast)
-    })
-    child.once("exit", (code) => {
-      clearTimeout(timer)
-      reject(new Error(`the child worker exited with ${String(code)} before broadcasting`))
-    })
-  })
-}

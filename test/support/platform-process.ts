@@ -30,7 +30,8 @@ export interface ApiResponse<T = unknown> {
 
 /**
  * Starts the platform; `env` adds or overrides variables (e.g. WEBHOOK_RETRY_BASE_MS). No local chain
- * runs unless `env` names some in SANDBOX_EVM_CHAINS: most tests need none and pay for no anvil.
+ * runs unless `env` names some in SANDBOX_EVM_CHAINS or sets SANDBOX_SOLANA to "true": most tests
+ * need none and pay for no anvil and no LiteSVM.
  */
 export const startPlatform = async (env: Readonly<Record<string, string>> = {}): Promise<RunningPlatform> => {
   const database = await freshDatabase()
@@ -44,6 +45,7 @@ export const startPlatform = async (env: Readonly<Record<string, string>> = {}):
       DATA_DIR: dataDir,
       LOG_LEVEL: "warn",
       SANDBOX_EVM_CHAINS: "",
+      SANDBOX_SOLANA: "false",
       ...env,
     },
     stdio: ["ignore", "pipe", "pipe"],

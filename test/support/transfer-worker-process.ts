@@ -1,29 +1,49 @@
 /**
- * A transfer worker in its own process, for the crash test: it composes the flow like the test
+ * A transfer worker in its own process, for the crash tests: it composes the flow like the tests
  * (support/transfers.ts), runs the worker, and right after its first successful broadcast prints
  * `{"broadcast":"<tx hash>"}` and stops working (it never reaches the confirmation), so the test
- * can SIGKILL it at exactly that point.
+ * can SIGKILL it at exactly that point. It sends on the test's anvil (`rpc_url`, as the sandbox's
+ * ethereum) or on the test's LiteSVM reached over the transport bridge (`solana_transport_url`, as
+ * the sandbox's solana; see solana-bridge.ts).
  *
  *   node test/support/transfer-worker-process.ts '{"database_url":"...","rpc_url":"..."}'
+ *   node test/support/transfer-worker-process.ts '{"database_url":"...","solana_transport_url":"..."}'
  */
 import pg from "pg"
+import { makeSolanaAdapter } from "../../adapters/chains/solana/adapter.ts"
+import { solana_sandbox_finality_confirmations } from "../../src/chains/solana-sandbox.ts"
+import { chainRoutes } from "../../src/transfers/routes.ts"
 import { startTransferWorker } from "../../src/transfers/worker.ts"
-import { composeTransfers } from "./transfers.ts"
+import { bridgedSolanaTransport } from "./solana-bridge.ts"
+import { composeTransferFlow, composeTransfers, type TransferFlow } from "./transfers.ts"
+
+const compose = (
+  pool: pg.Pool,
+  target: { readonly rpc_url?: string; readonly solana_transport_url?: string },
+) => {
+  if (target.rpc_url !== undefined) return composeTransfers(pool, target.rpc_url)
+  if (target.solana_transport_url === undefined) throw new Error("no chain to send on")
+  const adapter = makeSolanaAdapter(bridgedSolanaTransport(target.solana_transport_url), {
+    finality_confirmations: solana_sandbox_finality_confirmations,
+  })
+  return composeTransferFlow(pool, chainRoutes({ sandbox: new Map([["solana", adapter]]) }))
+}
 
 const main = async () => {
-  const { database_url, rpc_url } = JSON.parse(process.argv[2] ?? "{}") as {
+  const { database_url, ...target } = JSON.parse(process.argv[2] ?? "{}") as {
     readonly database_url: string
-    readonly rpc_url: string
+    readonly rpc_url?: string
+    readonly solana_transport_url?: string
   }
   const pool = new pg.Pool({ connectionString: database_url, max: 8 })
-  const harness = await composeTransfers(pool, rpc_url)
+  const flow: TransferFlow = await compose(pool, target)
   await startTransferWorker(
     {
       pool,
-      boss: harness.boss,
-      writer: harness.writer,
-      adapters: harness.adapters,
-      signingKey: harness.signingKey,
+      boss: flow.boss,
+      writer: flow.writer,
+      routes: flow.routes,
+      signingKey: flow.signingKey,
     },
     {
       worker_count: 1,

@@ -1,4 +1,4 @@
-// Proves the parsing of the chain variables (SANDBOX_EVM_CHAINS, GAS_USD_RATES,
+// Proves the parsing of the chain variables (SANDBOX_EVM_CHAINS, SANDBOX_SOLANA, GAS_USD_RATES,
 // CHAIN_RPC_URL_<CHAIN>) and the USD conversion of gas estimates, as tables of cases, ugly ones
 // included.
 import { describe, expect, it } from "vitest"
@@ -22,6 +22,23 @@ describe("SANDBOX_EVM_CHAINS", () => {
   it.each(["solana", "ethereum,bitcoin"])("refuses %j, naming the variable", (text) => {
     expect(() => readConfig({ SANDBOX_EVM_CHAINS: text })).toThrow(ConfigError)
     expect(() => readConfig({ SANDBOX_EVM_CHAINS: text })).toThrow(/SANDBOX_EVM_CHAINS/)
+  })
+})
+
+describe("SANDBOX_SOLANA", () => {
+  it.each([
+    [undefined, true],
+    ["", true],
+    ["true", true],
+    [" TRUE ", true],
+    ["false", false],
+    ["False", false],
+  ])("%j -> %j", (text, on) => {
+    expect(readConfig(text === undefined ? {} : { SANDBOX_SOLANA: text }).sandboxSolana).toBe(on)
+  })
+
+  it.each(["0", "no", "yes", "solana"])("refuses %j, naming the variable", (text) => {
+    expect(() => readConfig({ SANDBOX_SOLANA: text })).toThrow(/SANDBOX_SOLANA/)
   })
 })
 

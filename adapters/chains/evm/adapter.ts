@@ -68,6 +68,10 @@ export interface EvmChainConfig {
  */
 const gas_margin_percent = 20n
 const rpc_timeout_ms_default = 10_000
+/** A plain transfer without data costs exactly this much gas. */
+const replacement_gas = 21_000n
+/** Above the 10 % most nodes require of a replacement's fees, with room for rounding. */
+const replacement_bump_percent = 13n
 const transfer_event = getAbiItem({ abi: erc20Abi, name: "Transfer" })
 const transfer_topic = toEventSelector(transfer_event)
 
@@ -92,6 +96,10 @@ export function makeEvmAdapter(config: EvmChainConfig): ChainAdapter {
         return withMargin(gas) * fees.maxFeePerGas
       }),
     signTransfer: (key, intent, options) => signTransfer(client, config, key, intent, options ?? {}),
+    signReplacement: (key, raw) => {
+      assert(isHex(raw) && raw.length > 2, "a replacement replaces raw bytes signTransfer returned")
+      return signReplacement(client, config, key, raw)
+    },
     broadcast: (raw) => {
       assert(isHex(raw) && raw.length > 2, "broadcast takes the raw bytes signTransfer returned")
       return broadcast(client, raw)
@@ -185,6 +193,73 @@ function signTransfer(
     )
     return { raw, tx_hash: keccak256(raw), from: account.address, nonce, fee_max }
   })
+}
+
+/**
+ * A zero-value transfer to the sender itself at `raw`'s nonce, its fees `replacement_bump_percent`
+ * above `raw`'s (rounded up) or at current prices, whichever is higher: nodes refuse a replacement
+ * that does not raise both fees by their minimum bump (geth: 10 %).
+ */
+function signReplacement(
+  client: PublicClient,
+  config: EvmChainConfig,
+  key: SigningKey,
+  raw: Hex,
+): Effect.Effect<SignedTransfer, InsufficientFundsForFee> {
+  return Effect.gen(function* () {
+    assert(key.curve === "secp256k1", "an EVM key is secp256k1")
+    const account = privateKeyToAccount(`0x${bytesToHex(key.exposeSecret())}`)
+    const replaced = parseTransaction(raw)
+    const sender = yield* Effect.promise(() =>
+      recoverTransactionAddress({ serializedTransaction: raw as TransactionSerialized }),
+    )
+    assert(sender === account.address, "a replacement is signed by the sender of the transaction it replaces")
+    assert(replaced.nonce !== undefined, "a signed EIP-1559 transaction has a nonce")
+    const [fees, available] = yield* Effect.all(
+      [
+        Effect.promise(() => client.estimateFeesPerGas()),
+        Effect.promise(() => client.getBalance({ address: account.address })),
+      ],
+      { concurrency: "unbounded" },
+    )
+    const maxFeePerGas = max(bumped(replaced.maxFeePerGas ?? 0n), fees.maxFeePerGas)
+    const maxPriorityFeePerGas = max(bumped(replaced.maxPriorityFeePerGas ?? 0n), fees.maxPriorityFeePerGas)
+    const fee_max = replacement_gas * maxFeePerGas
+    if (available < fee_max) {
+      return yield* new InsufficientFundsForFee({ address: account.address, required: fee_max, available })
+    }
+    const signed = yield* Effect.promise(() =>
+      account.signTransaction({
+        type: "eip1559",
+        chainId: config.chain_id,
+        nonce: replaced.nonce ?? 0,
+        to: account.address,
+        value: 0n,
+        gas: replacement_gas,
+        maxFeePerGas,
+        maxPriorityFeePerGas: min(maxPriorityFeePerGas, maxFeePerGas),
+      }),
+    )
+    return {
+      raw: signed,
+      tx_hash: keccak256(signed),
+      from: account.address,
+      nonce: replaced.nonce ?? 0,
+      fee_max,
+    }
+  })
+}
+
+function bumped(fee_per_gas: bigint): bigint {
+  return fee_per_gas + (fee_per_gas * replacement_bump_percent + 99n) / 100n
+}
+
+function max(a: bigint, b: bigint): bigint {
+  return a > b ? a : b
+}
+
+function min(a: bigint, b: bigint): bigint {
+  return a < b ? a : b
 }
 
 /**

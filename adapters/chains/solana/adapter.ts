@@ -13,6 +13,9 @@
  *   ignored; the signature alone identifies the transaction across retries.
  * - A token transfer goes from the sender's associated token account to the recipient's, created in
  *   the same transaction (paid by the sender) when missing; its rent counts in the fee.
+ * - A transfer's `reference` becomes a memo after the transfer instruction: it names the transfer on
+ *   chain, and keeps two equal transfers signed against one blockhash from being one transaction
+ *   (ed25519 signatures are deterministic).
  * - `balance` of a token reads the owner's associated token account only.
  * - `from` of an incoming transfer is the authority that signed it (owner or delegate of the source).
  */
@@ -54,12 +57,15 @@ import {
   incoming_block_range_max,
   QueryTooWide,
   type SignedTransfer,
+  TransactionExpired,
   type TransactionStatus,
   type TransferIntent,
   TransferWouldRevert,
+  transfer_reference_length_max,
 } from "../../../src/ports/chain.ts"
 import {
   buildMessage,
+  memoInstruction,
   messageBytes,
   signerFromKey,
   signMessage,
@@ -98,7 +104,15 @@ export function makeSolanaAdapter(transport: SolanaTransport, config: SolanaChai
   const parseAddress = (text: string) =>
     isAddress(text) ? Effect.succeed(text) : Effect.fail(new InvalidChainAddress({ address: text }))
 
+  /** The transfer's instructions, then its memo when the caller names it (see `reference`). */
   const planTransfer = (signer: TransactionSigner, intent: TransferIntent) =>
+    Effect.map(planInstructions(signer, intent), (plan): TransferPlan => {
+      if (intent.reference === undefined) return plan
+      assert(intent.reference.length <= transfer_reference_length_max, "a transfer reference is short")
+      return { ...plan, instructions: [...plan.instructions, memoInstruction(intent.reference)] }
+    })
+
+  const planInstructions = (signer: TransactionSigner, intent: TransferIntent) =>
     Effect.gen(function* () {
       assert(intent.amount > 0n, "a transfer amount is positive")
       const to = yield* parseAddress(intent.to)
@@ -195,11 +209,17 @@ export function makeSolanaAdapter(transport: SolanaTransport, config: SolanaChai
       }
       const tx_hash = summary.signature
       if ((yield* call(() => transport.landed(tx_hash))) !== null) return { tx_hash }
+      const lifetime = blockhash(summary.lifetime_token)
+      if (!(yield* call(() => transport.isBlockhashValid(lifetime)))) {
+        // Read again: it may have landed between the first read and the blockhash's expiry.
+        if ((yield* call(() => transport.landed(tx_hash))) !== null) return { tx_hash }
+        return yield* Effect.fail(new TransactionExpired({ tx_hash }))
+      }
       const outcome = yield* call(() => transport.send(wire))
       switch (outcome.kind) {
         case "accepted":
         case "already_processed":
-          remember(broadcasted, tx_hash, blockhash(summary.lifetime_token))
+          remember(broadcasted, tx_hash, lifetime)
           return { tx_hash }
         case "insufficient_funds_for_fee": {
           const required = yield* call(() => transport.feeForMessage(summary.message_bytes))
@@ -229,7 +249,9 @@ export function makeSolanaAdapter(transport: SolanaTransport, config: SolanaChai
    * A signature the cluster does not know is `seen` while this process broadcast it and its
    * blockhash can still land, else `dropped`. After a restart the memory is gone: a transaction
    * broadcast before it and not yet processed reads `dropped` although it may still land within its
-   * blockhash's lifetime (about a minute). See the port change recommended in the report.
+   * blockhash's lifetime (about a minute). That is safe for the port's caller, which rebroadcasts
+   * the persisted bytes on `dropped`: the cluster takes one signature once, and `broadcast` answers
+   * `TransactionExpired` only once the blockhash is over and the signature has not landed.
    */
   const transactionStatus = (tx_hash: string): Effect.Effect<TransactionStatus> =>
     Effect.gen(function* () {

@@ -8,7 +8,12 @@
  *   offers no history query; it lives as long as the transport and holds at most
  *   `landed_record_count_max` transactions (the oldest are forgotten first);
  * - a block hash per slot: LiteSVM has none, so a record carries the blockhash LiteSVM reported as
- *   latest when it processed the transaction (constant unless the test expires it).
+ *   latest when it processed the transaction (constant unless the test expires it);
+ * - optionally, a cluster's blockhash lifetime: LiteSVM accepts only its latest blockhash, so a
+ *   chain whose blockhash changes every block (the sandbox's clock, `advanceBlock`) would refuse a
+ *   transaction signed one block earlier. With `blockhash_validity_slots`, the transport remembers
+ *   when each blockhash became the latest and accepts it for that many slots, like a cluster; LiteSVM's
+ *   own check must then be off (`withBlockhashCheck(false)`).
  */
 import {
   type Address,
@@ -36,24 +41,79 @@ const landed_record_count_max = 100_000
 /** LiteSVM accepts only its latest blockhash; a validity window of 150 blocks mirrors the cluster's. */
 const blockhash_validity_blocks = 150n
 
+/** The most blockhashes a transport with a lifetime window remembers; the oldest go first. */
+const issued_blockhash_count_max = 10_000
+
+export interface LiteSvmTransportOptions {
+  /**
+   * Slots during which a blockhash stays valid after it became the latest. Unset: only LiteSVM's
+   * latest blockhash is valid, as LiteSVM checks by itself. Set: the LiteSVM must be built with
+   * `withBlockhashCheck(false)`, and the transport checks the lifetime instead.
+   */
+  readonly blockhash_validity_slots?: bigint
+}
+
 export interface LiteSvmTransport extends SolanaTransport {
-  /** Moves the slot forward by `count`, as blocks produced without transactions would. */
+  /**
+   * Moves the slot forward by `count`, as blocks produced without transactions would. With a
+   * lifetime window, a new blockhash becomes the latest too (so older ones age out); without, the
+   * blockhash stays, as LiteSVM keeps it.
+   */
   readonly advanceSlots: (count: bigint) => void
+  /** Produces one empty block: the slot moves forward by one and a new blockhash becomes the latest. */
+  readonly advanceBlock: () => void
 }
 
 /**
  * Wraps a LiteSVM instance (with the SPL programs loaded, as `new LiteSVM()` does).
  * @example const transport = makeLiteSvmTransport(new LiteSVM())
+ * @example const sandbox = makeLiteSvmTransport(new LiteSVM().withBlockhashCheck(false), { blockhash_validity_slots: 150n })
  */
-export function makeLiteSvmTransport(svm: LiteSVM): LiteSvmTransport {
+export function makeLiteSvmTransport(svm: LiteSVM, options: LiteSvmTransportOptions = {}): LiteSvmTransport {
   const records = new Map<Signature, LandedTransaction & { readonly accounts: ReadonlySet<string> }>()
   const transactionDecoder = getTransactionDecoder()
   const messageDecoder = getCompiledTransactionMessageDecoder()
+  const validity_slots = options.blockhash_validity_slots
+  assert(validity_slots === undefined || validity_slots >= 1n, "a blockhash lives at least one slot")
+  // Blockhash -> the slot at which this transport first saw it as the latest, oldest first.
+  const issued = new Map<Blockhash, bigint>()
 
-  const advanceSlots = (count: bigint) => {
+  const warp = (count: bigint) => {
     assert(count >= 0n, "slots only move forward")
     svm.warpToSlot(svm.getClock().slot + count)
   }
+
+  /** Records LiteSVM's latest blockhash with the slot it was first seen at; answers that slot. */
+  const observeLatest = (): { readonly blockhash: Blockhash; readonly slot: bigint } => {
+    const latest = svm.latestBlockhash()
+    const seen_at = issued.get(latest)
+    if (seen_at !== undefined) return { blockhash: latest, slot: seen_at }
+    const slot = svm.getClock().slot
+    if (issued.size >= issued_blockhash_count_max) {
+      const oldest = issued.keys().next()
+      if (oldest.done !== true) issued.delete(oldest.value)
+    }
+    issued.set(latest, slot)
+    return { blockhash: latest, slot }
+  }
+
+  const isBlockhashValid = (blockhash: Blockhash): boolean => {
+    const latest = observeLatest()
+    if (validity_slots === undefined) return blockhash === latest.blockhash
+    const seen_at = issued.get(blockhash)
+    return seen_at !== undefined && svm.getClock().slot < seen_at + validity_slots
+  }
+
+  /** The slot moves on by `count` and a new blockhash becomes the latest, as after `count` blocks. */
+  const advanceBlocks = (count: bigint) => {
+    observeLatest()
+    warp(count)
+    svm.expireBlockhash()
+    observeLatest()
+  }
+
+  /** With a lifetime window, blocks pass (the blockhash moves on); without, only the slot moves. */
+  const advanceSlots = (count: bigint) => (validity_slots === undefined ? warp(count) : advanceBlocks(count))
 
   const record = (signature: Signature, wire: Uint8Array, failed: boolean) => {
     const message = messageDecoder.decode(transactionDecoder.decode(wire).messageBytes)
@@ -77,7 +137,12 @@ export function makeLiteSvmTransport(svm: LiteSVM): LiteSvmTransport {
     const transaction = transactionDecoder.decode(wire)
     const signature = getSignatureFromTransaction(transaction)
     if (records.has(signature)) return { kind: "already_processed" }
-    advanceSlots(1n)
+    const lifetime = messageDecoder.decode(transaction.messageBytes)
+    if (validity_slots !== undefined && "lifetimeToken" in lifetime) {
+      if (!isBlockhashValid(lifetime.lifetimeToken as Blockhash))
+        return { kind: "rejected", reason: "BlockhashNotFound: the transaction's blockhash expired" }
+    }
+    warp(1n)
     const result = svm.sendTransaction(transaction)
     if (!(result instanceof FailedTransactionMetadata)) {
       record(signature, wire, false)
@@ -126,11 +191,17 @@ export function makeLiteSvmTransport(svm: LiteSVM): LiteSvmTransport {
 
   return {
     advanceSlots,
-    latestBlockhash: async () => ({
-      blockhash: svm.latestBlockhash(),
-      last_valid_block_height: svm.getClock().slot + blockhash_validity_blocks,
-    }),
-    isBlockhashValid: async (blockhash: Blockhash) => blockhash === svm.latestBlockhash(),
+    advanceBlock: () => advanceBlocks(1n),
+    latestBlockhash: async () => {
+      const latest = observeLatest()
+      return {
+        blockhash: latest.blockhash,
+        last_valid_block_height:
+          (validity_slots === undefined ? svm.getClock().slot : latest.slot) +
+          (validity_slots ?? blockhash_validity_blocks),
+      }
+    },
+    isBlockhashValid: async (blockhash: Blockhash) => isBlockhashValid(blockhash),
     slot: async () => svm.getClock().slot,
     lamports: async (address) => svm.getBalance(address) ?? 0n,
     account: async (address) => {

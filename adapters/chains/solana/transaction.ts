@@ -11,6 +11,7 @@ import {
   createKeyPairSignerFromPrivateKeyBytes,
   createTransactionMessage,
   getAddressDecoder,
+  getAddressEncoder,
   getCompiledTransactionMessageDecoder,
   getCompiledTransactionMessageEncoder,
   getSignatureFromTransaction,
@@ -69,6 +70,47 @@ export function systemTransferInstruction(from: TransactionSigner, to: Address, 
     accounts: [source, { address: to, role: AccountRole.WRITABLE }],
     data,
   }
+}
+
+/** The SPL Memo program (v2), loaded on every cluster and in LiteSVM. */
+const memo_program_address = "MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr" as Address
+
+/**
+ * A memo carrying `text` (UTF-8), signed by nobody: the Memo program only logs it. A transfer's
+ * memo names it on chain and keeps two otherwise equal transfers apart.
+ * @example memoInstruction("txn_01a2...")
+ */
+export function memoInstruction(text: string): Instruction {
+  return { programAddress: memo_program_address, accounts: [], data: new TextEncoder().encode(text) }
+}
+
+/** The System program's `CreateAccount`: a u32 discriminator 0, lamports, space, then the owner. */
+const system_create_account_discriminator = 0
+const system_create_account_data_size_bytes = 52
+
+/**
+ * The System program's `CreateAccount`: `payer` funds a new account `account` (which signs too) of
+ * `space` bytes owned by `owner`. The sandbox creates its token mints with it.
+ * @example systemCreateAccountInstruction(issuer, mint, rent, getMintSize(), TOKEN_PROGRAM_ADDRESS)
+ */
+export function systemCreateAccountInstruction(
+  payer: TransactionSigner,
+  account: TransactionSigner,
+  lamports: bigint,
+  space: number,
+  owner: Address,
+): Instruction {
+  const data = new Uint8Array(system_create_account_data_size_bytes)
+  const view = new DataView(data.buffer)
+  view.setUint32(0, system_create_account_discriminator, true)
+  view.setBigUint64(4, lamports, true)
+  view.setBigUint64(12, BigInt(space), true)
+  data.set(getAddressEncoder().encode(owner), 20)
+  const accounts: ReadonlyArray<AccountSignerMeta> = [
+    { address: payer.address, role: AccountRole.WRITABLE_SIGNER, signer: payer },
+    { address: account.address, role: AccountRole.WRITABLE_SIGNER, signer: account },
+  ]
+  return { programAddress: system_program_address, accounts, data }
 }
 
 /** A version 0 message paid by `signer`, living as long as `lifetime`'s blockhash. */

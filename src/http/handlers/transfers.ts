@@ -7,13 +7,14 @@
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { assert } from "../../../domain/assert.ts"
-import { type EvmChain, evmChains } from "../../../domain/custody/derive.ts"
+import { isWalletChain, type WalletChain } from "../../../domain/platform/tokens.ts"
 import type { Caller } from "../../platform/credentials.ts"
 import { Platform } from "../../platform/service.ts"
 import { getPayment } from "../../platform/transactions.ts"
 import { Chains } from "../../ports/chains.ts"
 import { fromDb, toPublicTransfer } from "../../transfers/model.ts"
 import { type RequestError, requestTransfer } from "../../transfers/request.ts"
+import { chainRoutes } from "../../transfers/routes.ts"
 import { verifyTransfer } from "../../transfers/verify.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
 import { type ApiError, badRequest, CurrentRequestId, notFound, unprocessable } from "../errors.ts"
@@ -53,10 +54,8 @@ const transferApiError = (error: RequestError): Effect.Effect<never, ApiError> =
   }
 }
 
-const isEvmChain = (chain: string): chain is EvmChain => (evmChains as ReadonlyArray<string>).includes(chain)
-
 /** The wallet's key path (tenant custody index, wallet derivation index), checked against its address. */
-const walletKeyPath = (caller: Caller, wallet: { wallet_id: string; address: string }, chain: EvmChain) =>
+const walletKeyPath = (caller: Caller, wallet: { wallet_id: string; address: string }, chain: WalletChain) =>
   Effect.gen(function* () {
     const platform = yield* Platform
     const found = yield* db(() =>
@@ -93,7 +92,7 @@ const createTransfer = (payload: TransferPayload) =>
     const amount = yield* parseMoney(payload.amount, asset, transfer_whole_units_max)
     const running = chains.get(caller.environment, chain)
     const contract = running?.contracts.get(asset.symbol as "USDC" | "USDT")
-    if (!isEvmChain(chain) || running === undefined || contract === undefined) {
+    if (!isWalletChain(chain) || running === undefined || contract === undefined) {
       return yield* badRequest(
         "chain_unavailable",
         `On-chain transfers of ${asset.symbol} on ${chain} are not available in ${caller.environment}.`,
@@ -103,7 +102,11 @@ const createTransfer = (payload: TransferPayload) =>
     const key_path = yield* walletKeyPath(caller, wallet, chain)
     return yield* idempotent(caller, "transfers.create", payload, (ticket) =>
       requestTransfer(
-        { writer: platform.writer, pool: platform.pool, chains: new Set([chain]) },
+        {
+          writer: platform.writer,
+          pool: platform.pool,
+          routes: chainRoutes({ [caller.environment]: new Map([[chain, running.adapter]]) }),
+        },
         {
           tenant_id: caller.tenant_id,
           environment: caller.environment,
