@@ -810,6 +810,7 @@ const benchmark = async (dataDir: string, defer: (undo: () => unknown) => void) 
     env: {
       SANDBOX_EVM_CHAINS: process.env.SANDBOX_EVM_CHAINS ?? "",
       SANDBOX_SOLANA: process.env.SANDBOX_SOLANA ?? "false",
+      SANDBOX_TON: process.env.SANDBOX_TON ?? "false",
     },
   })
   defer(() => (server.child.exitCode === null ? stopServer(server) : undefined))

@@ -22,6 +22,8 @@ export interface PlatformConfig {
   readonly sandboxEvmChains: ReadonlyArray<EvmChain>
   /** Whether the sandbox runs its local Solana chain (LiteSVM in this process). */
   readonly sandboxSolana: boolean
+  /** Whether the sandbox runs its local TON chain (@ton/sandbox in this process). */
+  readonly sandboxTon: boolean
   /** USD per whole native token, by chain (decimal strings), for gas estimates in USD. */
   readonly gasUsdRates: ReadonlyMap<string, string>
   /** Production RPC endpoints of EVM chains, from `CHAIN_RPC_URL_<CHAIN>`. */
@@ -62,12 +64,12 @@ const sandboxEvmChains = (env: NodeJS.ProcessEnv): ReadonlyArray<EvmChain> => {
   return [...new Set(names as Array<EvmChain>)]
 }
 
-/** `SANDBOX_SOLANA`: `true` (the default when unset or empty) or `false`. */
-const sandboxSolana = (env: NodeJS.ProcessEnv): boolean => {
-  const text = (env.SANDBOX_SOLANA ?? "").trim().toLowerCase()
+/** A switch such as `SANDBOX_SOLANA`: `true` (the default when unset or empty) or `false`. */
+const onByDefault = (env: NodeJS.ProcessEnv, name: string): boolean => {
+  const text = (env[name] ?? "").trim().toLowerCase()
   if (text === "" || text === "true") return true
   if (text === "false") return false
-  throw new ConfigError(`SANDBOX_SOLANA must be true or false, got ${JSON.stringify(env.SANDBOX_SOLANA)}`)
+  throw new ConfigError(`${name} must be true or false, got ${JSON.stringify(env[name])}`)
 }
 
 /** `GAS_USD_RATES`: `chain=rate` pairs, e.g. `ethereum=3500,polygon=0.5`. */
@@ -115,7 +117,8 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): PlatformConfig
     webhookRetryBaseMs: positiveInteger(env, "WEBHOOK_RETRY_BASE_MS", 30_000, 3_600_000),
     reconciliationIntervalMs: positiveInteger(env, "RECONCILIATION_INTERVAL_SECONDS", 60, 86_400) * 1000,
     sandboxEvmChains: sandboxEvmChains(env),
-    sandboxSolana: sandboxSolana(env),
+    sandboxSolana: onByDefault(env, "SANDBOX_SOLANA"),
+    sandboxTon: onByDefault(env, "SANDBOX_TON"),
     gasUsdRates: gasUsdRates(env),
     chainRpcUrls: chainRpcUrls(env),
   }

@@ -7,16 +7,22 @@
  * (SANDBOX_EVM_CHAINS) and its Solana chain (SANDBOX_SOLANA) start before the services that use them.
  */
 import { NodeRuntime } from "@effect/platform-node"
+import { Address } from "@ton/core"
 import { Cause, Context, Effect, Exit, Layer, Logger, References, Runtime, Schedule } from "effect"
 import { makeEvmAdapter } from "../adapters/chains/evm/adapter.ts"
 import { makePostgresEventStore } from "../adapters/eventstore/postgres/event-store.ts"
 import { chainDefinition, chainIdentifiers, type TokenSymbol } from "../domain/chains/registry.ts"
 import type { EvmChain } from "../domain/custody/derive.ts"
-import type { Environment } from "../domain/platform/scopes.ts"
+import { type Environment, environments } from "../domain/platform/scopes.ts"
 import { chainTokenAsset } from "../domain/platform/tokens.ts"
 import type { JsonObject } from "../domain/webhooks/events.ts"
 import { type SandboxChain, sandbox_finality_confirmations, startSandboxChain } from "./chains/sandbox.ts"
-import { type SolanaSandboxChain, startSolanaSandbox } from "./chains/solana-sandbox.ts"
+import {
+  type SolanaSandboxChain,
+  solana_sandbox_finality_confirmations,
+  startSolanaSandbox,
+} from "./chains/solana-sandbox.ts"
+import { startTonSandboxChain, type TonSandboxChain } from "./chains/ton-sandbox.ts"
 import { type LogLevel, readConfig } from "./config.ts"
 import { type Custody, makeCustody, resolveKek } from "./custody/vault.ts"
 import { openDatabase } from "./db/open.ts"
@@ -175,6 +181,8 @@ const CustodyVaultLive = Layer.effect(
   }),
 )
 
+const zero_address = "0x0000000000000000000000000000000000000000"
+
 /** A sandbox chain as the platform reaches it: an adapter on its anvil, its deployed tokens. */
 const sandboxRunning = (local: SandboxChain): RunningChain => ({
   adapter: makeEvmAdapter({
@@ -185,6 +193,9 @@ const sandboxRunning = (local: SandboxChain): RunningChain => ({
   contracts: local.contracts,
   gas_probe_address: local.issuer_address,
   fund: local.fund,
+  finality_confirmations: sandbox_finality_confirmations,
+  // The faucet mints: ERC-20 mints are Transfer events from the zero address.
+  faucet_senders: new Set([zero_address]),
 })
 
 /**
@@ -204,8 +215,10 @@ const productionRunning = (chain: EvmChain, rpc_url: string): RunningChain => {
       finality_confirmations: definition.confirmations.count,
     }),
     contracts,
-    gas_probe_address: "0x0000000000000000000000000000000000000000",
+    gas_probe_address: zero_address,
     fund: null,
+    finality_confirmations: definition.confirmations.count,
+    faucet_senders: new Set(),
   }
 }
 
@@ -215,6 +228,28 @@ const solanaSandboxRunning = (local: SolanaSandboxChain): RunningChain => ({
   contracts: local.contracts,
   gas_probe_address: local.issuer_address,
   fund: local.fund,
+  finality_confirmations: solana_sandbox_finality_confirmations,
+  // The faucet's SPL MintTo is no transfer instruction: the adapter never reports it as incoming.
+  faucet_senders: new Set(),
+})
+
+/**
+ * The sandbox's TON chain: @ton/sandbox in this process, the platform's jetton as its USDT. TON
+ * never reorganises a committed block (final at 1); the faucet's mints reach a wallet as internal
+ * transfers from the jetton minter; the adapter counts blocks in logical time and reads any range.
+ */
+const tonSandboxRunning = (local: TonSandboxChain): RunningChain => ({
+  adapter: local.adapter,
+  contracts: local.contracts,
+  gas_probe_address: local.gas_probe_address,
+  fund: local.fund,
+  finality_confirmations: 1,
+  faucet_senders: new Set(
+    [...local.contracts.values()].map((minter) =>
+      Address.parse(minter).toString({ urlSafe: true, bounceable: false, testOnly: false }),
+    ),
+  ),
+  incoming_block_range_max: 1n << 62n,
 })
 
 /**
@@ -263,10 +298,18 @@ const ChainsLive = Layer.effect(
         Effect.annotateLogs({ chain: "solana", contracts: Object.fromEntries(solana.contracts) }),
       )
     }
+    // In process, like Solana's: it holds no resource beyond memory, so it needs no finalizer.
+    const ton = config.sandboxTon ? yield* Effect.promise(() => startTonSandboxChain()) : undefined
+    if (ton !== undefined) {
+      yield* Effect.logInfo("sandbox chain running").pipe(
+        Effect.annotateLogs({ chain: "ton", contracts: Object.fromEntries(ton.contracts) }),
+      )
+    }
     const running = {
       sandbox: new Map<string, RunningChain>([
         ...local.map((started) => [started.chain, sandboxRunning(started)] as const),
         ...(solana === undefined ? [] : [["solana", solanaSandboxRunning(solana)] as const]),
+        ...(ton === undefined ? [] : [["ton", tonSandboxRunning(ton)] as const]),
       ]),
       production: new Map<string, RunningChain>(
         [...config.chainRpcUrls].map(([chain, url]) => [chain, productionRunning(chain, url)]),
@@ -330,56 +373,52 @@ const TransferWorkerLive = Layer.effectDiscard(
 )
 
 /**
- * Credits deposits: one watcher for the sandbox's local chains (final after one block, like their
- * transfers; the faucet's mints from the zero address are credited by the faucet itself, so they
- * are ignored here) and one for the production chains (final at the registry's depth).
+ * Credits deposits: one watcher per environment over every chain running there (the sandbox's local
+ * chains, final at their own depth, their faucets' mints ignored; the production chains, final at
+ * the registry's depth, every sender a depositor).
  */
-const zero_address = "0x0000000000000000000000000000000000000000"
 const DepositWatchersLive = Layer.effectDiscard(
   Effect.gen(function* () {
     const { pool } = yield* Database
     const writer = yield* LedgerWriter
     const chains = yield* Chains
-    const watchedChain = (environment: Environment, chain: EvmChain, finality_confirmations: number) => {
-      const running = chains.get(environment, chain)
-      if (running === undefined) return []
-      const tokens: Array<DepositToken> = []
-      for (const [symbol, contract] of running.contracts) {
-        const asset = chainTokenAsset(chain, symbol)
-        if (asset !== null) tokens.push({ asset, contract })
-      }
-      return [{ environment, chain, adapter: running.adapter, tokens, finality_confirmations }]
-    }
-    const watchers: ReadonlyArray<readonly [ReadonlyArray<WatchedChain>, ReadonlySet<string>]> = [
-      [
-        config.sandboxEvmChains.flatMap((chain) =>
-          watchedChain("sandbox", chain, sandbox_finality_confirmations),
-        ),
-        new Set([zero_address]),
-      ],
-      [
-        [...config.chainRpcUrls.keys()].flatMap((chain) =>
-          watchedChain("production", chain, chainDefinition(chain).confirmations.count),
-        ),
-        new Set(),
-      ],
-    ]
-    for (const [watched, ignore_from] of watchers) {
+    const watchedIn = (environment: Environment): ReadonlyArray<WatchedChain> =>
+      chainIdentifiers.flatMap((chain) => {
+        const running = chains.get(environment, chain)
+        if (running === undefined) return []
+        const tokens: Array<DepositToken> = []
+        for (const [symbol, contract] of running.contracts) {
+          const asset = chainTokenAsset(chain, symbol)
+          if (asset !== null) tokens.push({ asset, contract })
+        }
+        return [
+          {
+            environment,
+            chain,
+            adapter: running.adapter,
+            tokens,
+            finality_confirmations: running.finality_confirmations,
+            ignore_from: running.faucet_senders,
+            ...(running.incoming_block_range_max === undefined
+              ? {}
+              : { block_range_max: running.incoming_block_range_max }),
+          },
+        ]
+      })
+    for (const environment of environments) {
+      const watched = watchedIn(environment)
       if (watched.length === 0) continue
       yield* Effect.acquireRelease(
         Effect.sync(() =>
           startDepositWatcher(
             { pool, writer, chains: watched },
-            {
-              ignore_from,
-              onError: (error) => Effect.runFork(Effect.logError("deposit watcher error", String(error))),
-            },
+            { onError: (error) => Effect.runFork(Effect.logError("deposit watcher error", String(error))) },
           ),
         ),
         (watcher) => Effect.promise(() => watcher.stop()),
       )
       yield* Effect.logInfo("deposit watcher running").pipe(
-        Effect.annotateLogs({ chains: watched.map((chain) => `${chain.environment}:${chain.chain}`) }),
+        Effect.annotateLogs({ environment, chains: watched.map((chain) => chain.chain) }),
       )
     }
   }),

@@ -68,6 +68,14 @@ export interface WatchedChain {
   readonly tokens: ReadonlyArray<DepositToken>
   /** Blocks (the including one counted) after which a deposit is final: the adapter's own depth. */
   readonly finality_confirmations: number
+  /** Senders whose transfers on this chain are not deposits (the sandbox faucet's mints, see above). */
+  readonly ignore_from?: ReadonlySet<string>
+  /**
+   * The widest block range this chain's adapter reads in one `incomingTransfers` call, and so the most
+   * one scan reads and how far below the head a first scan starts; default `incoming_block_range_max`.
+   * TON counts in logical time (about a million per transaction), and its adapter reads any range.
+   */
+  readonly block_range_max?: bigint
 }
 
 export interface DepositWatcherDeps {
@@ -79,9 +87,7 @@ export interface DepositWatcherDeps {
 export interface DepositWatcherOptions {
   /** Between two scans; default 1,000. Null runs no timer: the caller scans (tests). */
   readonly interval_ms?: number | null
-  /** Senders whose transfers are not deposits (the sandbox: the zero address, see above). */
-  readonly ignore_from?: ReadonlySet<string>
-  /** Blocks one scan reads per chain at most; default `incoming_block_range_max`. */
+  /** Blocks one scan reads per chain at most; default the chain's `block_range_max`. */
   readonly scan_blocks_max?: bigint
   /** A chain watched for the first time is scanned from this many blocks below its head. */
   readonly first_scan_blocks?: bigint
@@ -148,18 +154,24 @@ export function startDepositWatcher(
   options: DepositWatcherOptions = {},
 ): DepositWatcher {
   const interval_ms = options.interval_ms === undefined ? 1_000 : options.interval_ms
-  const scan_blocks_max = options.scan_blocks_max ?? incoming_block_range_max
-  const first_scan_blocks = options.first_scan_blocks ?? incoming_block_range_max
+  const rangeOf = (watched: WatchedChain) => watched.block_range_max ?? incoming_block_range_max
+  const scanBlocksMax = (watched: WatchedChain) => options.scan_blocks_max ?? rangeOf(watched)
+  const firstScanBlocks = (watched: WatchedChain) => options.first_scan_blocks ?? rangeOf(watched)
   const judge_rows_max = options.judge_rows_max ?? 256
-  const ignored = new Set([...(options.ignore_from ?? [])].map(addressKey))
+  const ignored = new Map(
+    deps.chains.map((watched) => [watched, new Set([...(watched.ignore_from ?? [])].map(addressKey))]),
+  )
   const onError = options.onError ?? (() => {})
   const { pool, writer } = deps
   assert(interval_ms === null || interval_ms >= 1, "the scan interval is positive")
-  assert(scan_blocks_max >= 1n && first_scan_blocks >= 1n, "scans read at least one block")
   assert(Number.isInteger(judge_rows_max) && judge_rows_max >= 1, "judge_rows_max is a positive integer")
   for (const watched of deps.chains) {
     assert(watched.finality_confirmations >= 1, "finality needs at least one confirmation")
-    assert(BigInt(watched.finality_confirmations) < scan_blocks_max, "a scan reaches past the re-read depth")
+    assert(scanBlocksMax(watched) >= 1n && firstScanBlocks(watched) >= 1n, "scans read at least one block")
+    assert(
+      BigInt(watched.finality_confirmations) < scanBlocksMax(watched),
+      "a scan reaches past the re-read depth",
+    )
   }
 
   /** Reads incoming transfers of one token over [from, to], paged by the port's limits. */
@@ -173,8 +185,9 @@ export function startDepositWatcher(
     const found: Array<IncomingTransfer> = []
     for (let first = 0; first < addresses.length; first += incoming_addresses_max) {
       const chunk = addresses.slice(first, first + incoming_addresses_max)
-      for (let start = from; start <= to; start += incoming_block_range_max) {
-        const end = minBig(to, start + incoming_block_range_max - 1n)
+      const range_max = rangeOf(watched)
+      for (let start = from; start <= to; start += range_max) {
+        const end = minBig(to, start + range_max - 1n)
         const query = { contract: token.contract, addresses: chunk, from_block: start, to_block: end }
         found.push(...(await run(watched.adapter.incomingTransfers(query))))
       }
@@ -195,7 +208,8 @@ export function startDepositWatcher(
     for (const token of watched.tokens) {
       for (const transfer of await readToken(watched, token, addresses, from, to)) {
         const wallet = wallets.get(addressKey(transfer.to))
-        if (wallet === undefined || ignored.has(addressKey(transfer.from)) || transfer.amount <= 0n) continue
+        const skip = ignored.get(watched)?.has(addressKey(transfer.from)) === true
+        if (wallet === undefined || skip || transfer.amount <= 0n) continue
         assert(transfer.proof.log_index !== null, "an incoming token transfer is a log")
         sightings.push({
           tenant_id: wallet.tenant_id,
@@ -380,9 +394,9 @@ export function startDepositWatcher(
     const depth = BigInt(watched.finality_confirmations)
     const head = await run(watched.adapter.blockNumber())
     const stored = await readCursor(db, watched)
-    const cursor = minBig(stored ?? maxBig(0n, head - first_scan_blocks + 1n), head + 1n)
+    const cursor = minBig(stored ?? maxBig(0n, head - firstScanBlocks(watched) + 1n), head + 1n)
     const from = maxBig(0n, cursor - depth)
-    const to = minBig(head, from + scan_blocks_max - 1n)
+    const to = minBig(head, from + scanBlocksMax(watched) - 1n)
     const sightings = from <= to ? await readSightings(db, watched, from, to) : []
     const next_block = maxBig(cursor, to + 1n)
     const recorded = await record(db, watched, sightings, next_block)

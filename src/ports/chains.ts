@@ -22,6 +22,15 @@ export interface RunningChain {
    * the chain does not run locally.
    */
   readonly fund: ((address: string, token: TokenSymbol, amount: bigint) => Promise<void>) | null
+  /** Blocks (the including one counted) after which a transfer or deposit on it is final. */
+  readonly finality_confirmations: number
+  /**
+   * Senders whose incoming token transfers are not deposits: in the sandbox, where the faucet's own
+   * mints come from (the faucet credits the ledger itself); empty in production.
+   */
+  readonly faucet_senders: ReadonlySet<string>
+  /** The widest block range its adapter's `incomingTransfers` reads at once, when not the port's default. */
+  readonly incoming_block_range_max?: bigint
 }
 
 export interface ChainsService {

@@ -97,6 +97,8 @@ export interface TransferRow {
   readonly raw_transaction: string | null
   readonly tx_hash: string | null
   readonly nonce: number | null
+  /** When the signed bytes were first accepted by a node; null while never broadcast. */
+  readonly broadcast_at: Date | null
   /**
    * A transaction at the same nonce that moves nothing, signed when the transfer's own transaction
    * outlived its confirmation budget (counter families with a pool: EVM); null until then.

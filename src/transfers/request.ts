@@ -118,6 +118,7 @@ const newRow = (request: TransferRequest, transfer_id: string): TransferRow => (
   raw_transaction: null,
   tx_hash: null,
   nonce: null,
+  broadcast_at: null,
   replacement_raw_transaction: null,
   replacement_tx_hash: null,
   poll_count: 0,

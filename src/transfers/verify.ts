@@ -52,7 +52,7 @@ const sameHash = (left: string, right: string): boolean => left.toLowerCase() ==
 
 /** The token Transfer log of the transaction that the proof names, if the chain has it. */
 const transferLog = (
-  running: RunningChain,
+  running: Pick<RunningChain, "adapter" | "contracts">,
   row: TransferRow,
   proof: InclusionProof,
 ): Effect.Effect<IncomingTransfer | undefined> =>
@@ -76,7 +76,7 @@ const transferLog = (
     )
 
 const checksOf = (
-  running: RunningChain,
+  running: Pick<RunningChain, "adapter" | "contracts">,
   row: TransferRow,
   log: IncomingTransfer | undefined,
 ): TransferChecks => {
@@ -99,7 +99,7 @@ const checksOf = (
  * @example const verification = yield* verifyTransfer(chains.get("sandbox", "ethereum"), row)
  */
 export const verifyTransfer = (
-  running: RunningChain,
+  running: Pick<RunningChain, "adapter" | "contracts">,
   row: TransferRow,
 ): Effect.Effect<TransferVerification> =>
   Effect.gen(function* () {

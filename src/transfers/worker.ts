@@ -484,7 +484,9 @@ export function startTransferWorker(
     if (row.replacement_tx_hash !== null) return await advanceReplaced(row)
     const adapter = adapterOf(row)
     let status = await Effect.runPromise(adapter.transactionStatus(row.tx_hash))
-    if (status.status === "dropped") {
+    // Unknown to the chain, or never sent: a chain that cannot tell signed bytes from bytes in flight
+    // (TON reads `seen` while the seqno is unused) gets them here once; broadcasting is idempotent.
+    if (status.status === "dropped" || (status.status === "seen" && row.broadcast_at === null)) {
       await options.beforeBroadcast?.(row)
       const refused = await broadcast({ ...row, raw_transaction: row.raw_transaction })
       if (refused !== null) {

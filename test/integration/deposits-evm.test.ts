@@ -68,7 +68,7 @@ const newWriter = () =>
 const newWatcher = (of: LedgerWriterService = writer): DepositWatcher =>
   startDepositWatcher(
     { pool: db.pool, writer: of, chains: [watched] },
-    { interval_ms: null, ignore_from: new Set([zero_address]), onError: (error) => errors.push(error) },
+    { interval_ms: null, onError: (error) => errors.push(error) },
   )
 
 const mine = async (blocks: number) => {
@@ -149,6 +149,7 @@ beforeAll(async () => {
     adapter,
     tokens: [{ asset, contract }],
     finality_confirmations: depth,
+    ignore_from: new Set([zero_address]),
   }
   await db.pool.query(
     `insert into platform.tenants (tenant_id, email, password_hash, company_name, plan, custody_index, created_at)

@@ -270,10 +270,7 @@ describe("on-chain transfers (Solana, LiteSVM)", () => {
     expect(await outboxEvents(row.transfer_id)).toEqual(["payment.completed"])
 
     const verification = await run(
-      verifyTransfer(
-        { adapter: local.adapter, contracts: local.contracts, gas_probe_address: "", fund: null },
-        row,
-      ),
+      verifyTransfer({ adapter: local.adapter, contracts: local.contracts }, row),
     )
     expect(verification).toMatchObject({
       status: "finalized",

@@ -30,7 +30,7 @@ export interface ApiResponse<T = unknown> {
 
 /**
  * Starts the platform; `env` adds or overrides variables (e.g. WEBHOOK_RETRY_BASE_MS). No local chain
- * runs unless `env` names some in SANDBOX_EVM_CHAINS or sets SANDBOX_SOLANA to "true": most tests
+ * runs unless `env` names some in SANDBOX_EVM_CHAINS or sets SANDBOX_SOLANA or SANDBOX_TON to "true": most tests
  * need none and pay for no anvil and no LiteSVM.
  */
 export const startPlatform = async (env: Readonly<Record<string, string>> = {}): Promise<RunningPlatform> => {
@@ -46,6 +46,7 @@ export const startPlatform = async (env: Readonly<Record<string, string>> = {}):
       LOG_LEVEL: "warn",
       SANDBOX_EVM_CHAINS: "",
       SANDBOX_SOLANA: "false",
+      SANDBOX_TON: "false",
       ...env,
     },
     stdio: ["ignore", "pipe", "pipe"],
