@@ -218,6 +218,8 @@ function infoJson(number: number, item: Included) {
 class StandInFullNode {
   head = 120
   readonly blocks = new Map<number, StandInBlock>()
+  /** Results the node still reports by id after a reorganisation took their block away. */
+  readonly stale_infos = new Map<string, { readonly number: number; readonly item: Included }>()
   readonly requests: Array<{ readonly path: string; readonly body: Record<string, unknown> }> = []
   in_flight = 0
   in_flight_max = 0
@@ -280,6 +282,8 @@ class StandInFullNode {
         return block === null ? [] : block.included.map((item) => infoJson(number, item))
       }
       case "/wallet/gettransactioninfobyid": {
+        const stale = this.stale_infos.get(String(body.value))
+        if (stale !== undefined) return infoJson(stale.number, stale.item)
         for (let at = 0; at <= this.head; at += 1) {
           const item = this.blockAt(at)?.included.find((candidate) => candidate.signed.tx_id === body.value)
           if (item !== undefined) return infoJson(at, item)
@@ -338,8 +342,25 @@ const batch_logs: ReadonlyArray<Log> = [
   },
 ]
 
+const nft_first = signTokenTransfer(2, usdt, custody_a, 31n)
+const nft_first_logs: ReadonlyArray<Log> = [
+  {
+    ...transferLog(usdt, addressOf(2), custody_a, 0n),
+    topics: [...transferLog(usdt, addressOf(2), custody_a, 0n).topics, `${"0".repeat(63)}9`],
+    data: "",
+  },
+  logOfCall(nft_first),
+]
+
 function chainBlocks(): ReadonlyArray<[number, StandInBlock]> {
   return [
+    [
+      104,
+      {
+        id: blockIdOf(104, "main"),
+        included: [{ signed: nft_first, outcome: "success", logs: nft_first_logs }],
+      },
+    ],
     [
       101,
       {
@@ -393,6 +414,7 @@ beforeEach(async () => {
   // A test whose scan failed may leave aborted reads behind; they must not count in the next one.
   while (node.in_flight > 0) await new Promise((resolve) => setTimeout(resolve, 5))
   node.blocks.clear()
+  node.stale_infos.clear()
   for (const [number, block] of chainBlocks()) node.blocks.set(number, block)
   node.head = 120
   node.requests.length = 0
@@ -486,9 +508,10 @@ describe("incomingTransfers against a stand-in full node", () => {
     const found = await incoming({
       addresses: [custody_a, custody_b, outsider],
       from_block: 101n,
-      to_block: 103n,
+      to_block: 104n,
     })
-    for (const tx of [deposit, to_outsider, batch, batch_deposit]) {
+    // The last one's first log is an ERC-721 style Transfer, which neither counts.
+    for (const tx of [deposit, to_outsider, batch, batch_deposit, nft_first]) {
       const status = await Effect.runPromise(adapter.transactionStatus(tx.tx_id))
       if (status.status !== "finalized" && status.status !== "confirmed") throw new Error(status.status)
       // transactionStatus names the transaction's first Transfer log; incomingTransfers has it too.
@@ -498,6 +521,18 @@ describe("incomingTransfers against a stand-in full node", () => {
       )
       expect(same?.proof).toEqual(status.proof)
     }
+  })
+
+  it("has transactionStatus report a transaction that left its block as seen, not in another block's proof", async () => {
+    const main = node.blockAt(101)
+    if (main === null) throw new Error("no block 101")
+    node.stale_infos.set(deposit.tx_id, { number: 101, item: main.included[0] as Included })
+    node.blocks.set(101, { id: blockIdOf(101, "fork"), included: main.included.slice(1) })
+    expect(await Effect.runPromise(adapter.transactionStatus(deposit.tx_id))).toEqual({
+      status: "seen",
+      tx_hash: deposit.tx_id,
+    })
+    expect(await incoming({})).toEqual([])
   })
 
   it("reads a range in chain order, and the range equals its pages read one after the other", async () => {
@@ -515,6 +550,7 @@ describe("incomingTransfers against a stand-in full node", () => {
       [batch.tx_id, 2, custody_a, 200n],
       [batch.tx_id, 3, custody_b, 300n],
       [batch_deposit.tx_id, 0, custody_b, 250_000n],
+      [nft_first.tx_id, 1, custody_a, 31n],
     ])
     expect(pages).toEqual(whole)
   })
@@ -530,7 +566,7 @@ describe("incomingTransfers against a stand-in full node", () => {
     expect(node.in_flight_max).toBeGreaterThan(1)
 
     node.requests.length = 0
-    expect(await incoming({ from_block: 100n, to_block: 109n })).toHaveLength(2)
+    expect(await incoming({ from_block: 100n, to_block: 109n })).toHaveLength(3)
     expect([count("/wallet/getblockbynum"), count("/wallet/gettransactioninfobyblocknum")]).toEqual([10, 10])
     expect(count("/wallet/getnowblock")).toBe(1)
   })
@@ -643,6 +679,7 @@ describe("TRC-20 Transfer logs", () => {
 
   it.each([
     ["another event", { ...log, topics: [approval_topic, ...log.topics.slice(1)] }],
+    ["a fourth topic, even with a data word", { ...log, topics: [...log.topics, "0".repeat(64)] }],
     [
       "an ERC-721 Transfer (four topics, no data)",
       { ...log, topics: [...log.topics, "0".repeat(64)], data: "" },
