@@ -11,7 +11,8 @@
  * - Two identical transfers would have identical txIDs if they shared a timestamp; this adapter's
  *   timestamps strictly increase per instance (one job per sender address, as the port asks).
  * - `log_index` is the Transfer event's index within its transaction's logs: a full node reports
- *   logs per transaction, not per block.
+ *   logs per transaction, not per block. `transactionStatus` and `incomingTransfers` (incoming.ts,
+ *   which says why) count the same way, so their proofs of one log agree.
  * - Hashes are bare lower-case hex, as Tron explorers show them; raw bytes are 0x-prefixed hex.
  */
 import { bytesToHex, hexToBytes } from "@noble/hashes/utils.js"
@@ -36,9 +37,11 @@ import {
   type TronAddressBytes,
   tronAddressOfPublicKey,
 } from "./address.ts"
+import { incomingTransfers } from "./incoming.ts"
 import { type TronRawData, verifySignedTransaction } from "./transaction.ts"
 import { buildRawData, signTronRawData, type TronFeeQuote, tronContractOf, tronFeeQuote } from "./transfer.ts"
 import type { TronLog, TronTransport } from "./transport.ts"
+import { trc20TransferOfLog } from "./trc20-log.ts"
 
 export interface TronChainConfig {
   /** How long after its reference block a signed transaction may be included (at most 24 hours). */
@@ -47,10 +50,11 @@ export interface TronChainConfig {
   readonly fee_limit_sun: bigint
   /** Confirmations (1 = in the newest block) from which a transaction counts as finalized; 19 = solidified. */
   readonly finality_confirmations: number
+  /** How many blocks `incomingTransfers` reads at a time (two requests each); default 4. */
+  readonly block_reads_in_flight_max?: number
 }
 
-/** keccak-256 of `Transfer(address,address,uint256)`, the TRC-20 (and ERC-20) transfer event. */
-const transfer_topic = "ddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef"
+const block_reads_in_flight_default = 4
 /** `balanceOf(address)`. */
 const balance_of_selector = "70a08231"
 /** The node reports a rebroadcast of a transaction it already holds with this code. */
@@ -148,10 +152,8 @@ export function makeTronAdapter(config: TronChainConfig, transport: TronTranspor
     transactionStatus: (tx_hash) => transactionStatus(transport, config, tx_hash),
     balance: (address, asset) => balance(transport, address, asset),
     blockNumber: () => transport.nowBlock().pipe(Effect.map((block) => block.number)),
-    incomingTransfers: () =>
-      Effect.die(
-        new Error("Tron incomingTransfers is not implemented: it needs a block scan or an event API"),
-      ),
+    incomingTransfers: (query) =>
+      incomingTransfers(transport, config.block_reads_in_flight_max ?? block_reads_in_flight_default, query),
   }
 }
 
@@ -178,14 +180,15 @@ function transactionStatus(
       return pending ? { status: "seen", tx_hash } : { status: "dropped", tx_hash }
     }
     const head = yield* transport.nowBlock()
-    const block_id = yield* transport.blockId(info.block_number)
-    // The block left the node's chain since the info was read (a reorganisation): not in a block now.
-    if (block_id === null) return { status: "seen", tx_hash }
+    const block = yield* transport.block(info.block_number)
+    // The block left the node's chain since the info was read, or the block now at that height no
+    // longer holds the transaction (a reorganisation): it is in no block the node has now.
+    if (block === null || !block.tx_ids.includes(tx_hash.toLowerCase())) return { status: "seen", tx_hash }
     const confirmations = Number(head.number - info.block_number + 1n)
     const proof: InclusionProof = {
       tx_hash,
       block_number: info.block_number,
-      block_hash: bytesToHex(block_id),
+      block_hash: bytesToHex(block.id),
       log_index: info.succeeded ? transferLogIndex(info.logs) : null,
       confirmations,
     }
@@ -196,8 +199,9 @@ function transactionStatus(
   })
 }
 
+/** The first TRC-20 Transfer log's index among the transaction's logs, as incoming.ts counts it. */
 function transferLogIndex(logs: ReadonlyArray<TronLog>): number | null {
-  const index = logs.findIndex((log) => log.topics[0]?.toLowerCase() === transfer_topic)
+  const index = logs.findIndex((log) => trc20TransferOfLog(log) !== null)
   return index === -1 ? null : index
 }
 

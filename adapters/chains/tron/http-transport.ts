@@ -2,12 +2,22 @@
  * The Tron transport over a full node's HTTP API (java-tron `/wallet/*`, as TronGrid serves it):
  * `TRON_FULL_NODE_URL` points at it, `TRON_API_KEY` is sent as `TRON-PRO-API-KEY` when set. Every
  * answer is decoded with a schema; a fetch failure, a non-2xx status or an answer that does not
- * decode becomes a defect. Not exercised by the tests: no Tron node can run here.
+ * decode becomes a defect. Addresses are asked for in hex (no `visible`), so log addresses come
+ * back as the node stores them. No Tron node can run here: the block and transaction reads are
+ * tested against a local server answering in java-tron's documented JSON shapes
+ * (test/unit/chains-tron-incoming.test.ts); broadcasting, accounts, simulation and chain
+ * parameters are not exercised.
  */
 import { bytesToHex, hexToBytes } from "@noble/hashes/utils.js"
 import { Effect, Schema } from "effect"
 import type { ReferenceBlock } from "./transaction.ts"
-import type { TronBroadcastAnswer, TronResourcePrices, TronSimulation, TronTransport } from "./transport.ts"
+import type {
+  TronBroadcastAnswer,
+  TronResourcePrices,
+  TronSimulation,
+  TronTransactionInfo,
+  TronTransport,
+} from "./transport.ts"
 
 export interface TronHttpConfig {
   /** The full node's base URL, e.g. `https://api.trongrid.io` (TRON_FULL_NODE_URL). */
@@ -23,7 +33,11 @@ const Block = Schema.Struct({
     raw_data: Schema.Struct({ number: Schema.Number, timestamp: Schema.Number }),
   }),
 })
-const MaybeBlock = Schema.Struct({ blockID: Schema.optional(Schema.String) })
+/** A block with its transactions; `{}` when the node has no block at that number. */
+const MaybeBlock = Schema.Struct({
+  blockID: Schema.optional(Schema.String),
+  transactions: Schema.optional(Schema.Array(Schema.Struct({ txID: Schema.String }))),
+})
 const Broadcast = Schema.Struct({
   result: Schema.optional(Schema.Boolean),
   code: Schema.optional(Schema.String),
@@ -39,6 +53,9 @@ const Info = Schema.Struct({
     ),
   ),
 })
+const BlockInfos = Schema.Array(
+  Schema.Struct({ ...Info.fields, id: Schema.String, blockNumber: Schema.Number }),
+)
 const Pending = Schema.Struct({ txID: Schema.optional(Schema.String) })
 const Account = Schema.Struct({
   address: Schema.optional(Schema.String),
@@ -64,7 +81,8 @@ const Parameters = Schema.Struct({
  */
 export function makeTronHttpTransport(config: TronHttpConfig): TronTransport {
   const post = <A>(path: string, body: object, schema: Schema.Codec<A, unknown>) =>
-    Effect.promise(async () => {
+    // The signal aborts the request when the effect is interrupted (a sibling block read failed).
+    Effect.promise(async (interrupted) => {
       const response = await fetch(new URL(path, config.full_node_url), {
         method: "POST",
         headers: {
@@ -72,7 +90,7 @@ export function makeTronHttpTransport(config: TronHttpConfig): TronTransport {
           ...(config.api_key === undefined ? {} : { "TRON-PRO-API-KEY": config.api_key }),
         },
         body: JSON.stringify(body),
-        signal: AbortSignal.timeout(config.request_timeout_ms),
+        signal: AbortSignal.any([interrupted, AbortSignal.timeout(config.request_timeout_ms)]),
       })
       if (!response.ok) throw new Error(`Tron full node ${path} answered HTTP ${response.status}`)
       return Schema.decodeUnknownSync(schema)(await response.json())
@@ -89,9 +107,22 @@ export function makeTronHttpTransport(config: TronHttpConfig): TronTransport {
           }),
         ),
       ),
-    blockId: (number) =>
+    block: (number) =>
       post("/wallet/getblockbynum", { num: Number(number) }, MaybeBlock).pipe(
-        Effect.map((block) => (block.blockID === undefined ? null : hexToBytes(block.blockID))),
+        Effect.map((block) =>
+          block.blockID === undefined
+            ? null
+            : {
+                id: hexToBytes(block.blockID),
+                tx_ids: (block.transactions ?? []).map((transaction) => transaction.txID.toLowerCase()),
+              },
+        ),
+      ),
+    blockTransactionInfos: (number) =>
+      post("/wallet/gettransactioninfobyblocknum", { num: Number(number) }, BlockInfos).pipe(
+        Effect.map((infos) =>
+          infos.map((info) => ({ tx_id: info.id.toLowerCase(), ...transactionInfo(info, info.blockNumber) })),
+        ),
       ),
     broadcastHex: (transaction_hex) =>
       post("/wallet/broadcasthex", { transaction: transaction_hex }, Broadcast).pipe(
@@ -100,14 +131,7 @@ export function makeTronHttpTransport(config: TronHttpConfig): TronTransport {
     transactionInfo: (tx_id_hex) =>
       post("/wallet/gettransactioninfobyid", { value: tx_id_hex }, Info).pipe(
         Effect.map((info) =>
-          info.blockNumber === undefined
-            ? null
-            : {
-                block_number: BigInt(info.blockNumber),
-                // A TRX transfer has no receipt result; a failed one says so in `result`.
-                succeeded: info.result !== "FAILED" && (info.receipt?.result ?? "SUCCESS") === "SUCCESS",
-                logs: info.log ?? [],
-              },
+          info.blockNumber === undefined ? null : transactionInfo(info, info.blockNumber),
         ),
       ),
     isPending: (tx_id_hex) =>
@@ -128,6 +152,15 @@ export function makeTronHttpTransport(config: TronHttpConfig): TronTransport {
         Constant,
       ).pipe(Effect.map(simulation)),
     resourcePrices: () => post("/wallet/getchainparameters", {}, Parameters).pipe(Effect.map(resourcePrices)),
+  }
+}
+
+function transactionInfo(info: typeof Info.Type, block_number: number): TronTransactionInfo {
+  return {
+    block_number: BigInt(block_number),
+    // A TRX transfer has no receipt result; a failed one says so in `result`.
+    succeeded: info.result !== "FAILED" && (info.receipt?.result ?? "SUCCESS") === "SUCCESS",
+    logs: info.log ?? [],
   }
 }
 

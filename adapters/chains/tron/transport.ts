@@ -1,8 +1,9 @@
 /**
  * What the Tron adapter asks of a full node. Building and signing need only `nowBlock` (the TAPOS
  * reference block); everything else reads or writes chain state. Production uses the HTTP full
- * node API (http-transport.ts). No Tron node runs here, so tests exercise the offline parts
- * (transaction.ts) with explicit reference blocks and never a fake transport.
+ * node API (http-transport.ts). No Tron node runs here: tests exercise the offline parts
+ * (transaction.ts) with explicit reference blocks, and the HTTP transport itself against a local
+ * server answering in the full node's documented JSON shapes, never a fake of this interface.
  *
  * A node that cannot be reached or answers malformed JSON is a defect of the effect (the calling
  * job retries); what a node answers on purpose (a refused broadcast, an unknown transaction) is data.
@@ -31,6 +32,18 @@ export interface TronTransactionInfo {
   readonly logs: ReadonlyArray<TronLog>
 }
 
+/** One executed transaction of a block, as `gettransactioninfobyblocknum` reports it. */
+export interface TronBlockTransactionInfo extends TronTransactionInfo {
+  /** The txID, bare lower-case hex. */
+  readonly tx_id: string
+}
+
+/** A block as the node holds it now: its id and its transactions' ids (lower-case hex), in order. */
+export interface TronBlock {
+  readonly id: Uint8Array
+  readonly tx_ids: ReadonlyArray<string>
+}
+
 /** The chain parameters the fee model needs (`/wallet/getchainparameters`), all in sun. */
 export interface TronResourcePrices {
   /** `getTransactionFee`: sun burned per bandwidth byte the sender has not staked for. */
@@ -49,8 +62,14 @@ export type TronSimulation =
 export interface TronTransport {
   /** The newest block, as the reference block of new transactions and the head for confirmations. */
   readonly nowBlock: () => Effect.Effect<ReferenceBlock>
-  /** The id of the block at `number`, or null when the node has no such block. */
-  readonly blockId: (number: bigint) => Effect.Effect<Uint8Array | null>
+  /** The block at `number` on the node's chain (`/wallet/getblockbynum`), or null when it has none. */
+  readonly block: (number: bigint) => Effect.Effect<TronBlock | null>
+  /**
+   * The execution results of every transaction of the block at `number`, in block order
+   * (`/wallet/gettransactioninfobyblocknum`); empty for an empty block. Blocks from 1 on: the node
+   * answers nothing for the genesis block.
+   */
+  readonly blockTransactionInfos: (number: bigint) => Effect.Effect<ReadonlyArray<TronBlockTransactionInfo>>
   /** Sends signed transaction bytes (`/wallet/broadcasthex`). */
   readonly broadcastHex: (transaction_hex: string) => Effect.Effect<TronBroadcastAnswer>
   /** The executed transaction, or null while it is in no block (or unknown). */
