@@ -2,6 +2,7 @@
  * Platform configuration, read once from the environment. Every variable is documented in the README.
  */
 import * as path from "node:path"
+import { type ChainIdentifier, chainIdentifiers } from "../domain/chains/registry.ts"
 import { type EvmChain, evmChains } from "../domain/custody/derive.ts"
 
 export type LogLevel = "debug" | "info" | "warn" | "error"
@@ -26,8 +27,13 @@ export interface PlatformConfig {
   readonly sandboxTon: boolean
   /** USD per whole native token, by chain (decimal strings), for gas estimates in USD. */
   readonly gasUsdRates: ReadonlyMap<string, string>
-  /** Production RPC endpoints of EVM chains, from `CHAIN_RPC_URL_<CHAIN>`. */
-  readonly chainRpcUrls: ReadonlyMap<EvmChain, string>
+  /**
+   * Production endpoints, from `CHAIN_RPC_URL_<CHAIN>`: JSON-RPC for the EVM chains and Solana, a TON
+   * Center compatible JSON-RPC API for TON, a java-tron full node's HTTP API for Tron.
+   */
+  readonly chainRpcUrls: ReadonlyMap<ChainIdentifier, string>
+  /** Their API keys where the provider wants one, from `CHAIN_API_KEY_<CHAIN>` (TON and Tron). */
+  readonly chainApiKeys: ReadonlyMap<ChainIdentifier, string>
 }
 
 const positiveInteger = (env: NodeJS.ProcessEnv, name: string, fallback: number, max: number): number => {
@@ -86,13 +92,24 @@ const gasUsdRates = (env: NodeJS.ProcessEnv): ReadonlyMap<string, string> => {
   return rates
 }
 
-const chainRpcUrls = (env: NodeJS.ProcessEnv): ReadonlyMap<EvmChain, string> => {
-  const urls = new Map<EvmChain, string>()
-  for (const chain of evmChains) {
+/** `CHAIN_RPC_URL_<CHAIN>` of every chain that has one (any of the ten). */
+const chainRpcUrls = (env: NodeJS.ProcessEnv): ReadonlyMap<ChainIdentifier, string> => {
+  const urls = new Map<ChainIdentifier, string>()
+  for (const chain of chainIdentifiers) {
     const url = env[`CHAIN_RPC_URL_${chain.toUpperCase()}`]
     if (url !== undefined && url !== "") urls.set(chain, url)
   }
   return urls
+}
+
+/** `CHAIN_API_KEY_<CHAIN>`: the key some providers want with the endpoint (TON Center, TronGrid). */
+const chainApiKeys = (env: NodeJS.ProcessEnv): ReadonlyMap<ChainIdentifier, string> => {
+  const keys = new Map<ChainIdentifier, string>()
+  for (const chain of chainIdentifiers) {
+    const key = env[`CHAIN_API_KEY_${chain.toUpperCase()}`]
+    if (key !== undefined && key !== "") keys.set(chain, key)
+  }
+  return keys
 }
 
 /** Reads and validates the configuration; throws `ConfigError` naming the bad variable. */
@@ -121,5 +138,6 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): PlatformConfig
     sandboxTon: onByDefault(env, "SANDBOX_TON"),
     gasUsdRates: gasUsdRates(env),
     chainRpcUrls: chainRpcUrls(env),
+    chainApiKeys: chainApiKeys(env),
   }
 }

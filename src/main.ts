@@ -11,11 +11,11 @@ import { Address } from "@ton/core"
 import { Cause, Context, Effect, Exit, Layer, Logger, References, Runtime, Schedule } from "effect"
 import { makeEvmAdapter } from "../adapters/chains/evm/adapter.ts"
 import { makePostgresEventStore } from "../adapters/eventstore/postgres/event-store.ts"
-import { chainDefinition, chainIdentifiers, type TokenSymbol } from "../domain/chains/registry.ts"
-import type { EvmChain } from "../domain/custody/derive.ts"
+import { chainIdentifiers } from "../domain/chains/registry.ts"
 import { type Environment, environments } from "../domain/platform/scopes.ts"
 import { chainTokenAsset } from "../domain/platform/tokens.ts"
 import type { JsonObject } from "../domain/webhooks/events.ts"
+import { productionChain } from "./chains/production.ts"
 import { type SandboxChain, sandbox_finality_confirmations, startSandboxChain } from "./chains/sandbox.ts"
 import {
   type SolanaSandboxChain,
@@ -198,30 +198,6 @@ const sandboxRunning = (local: SandboxChain): RunningChain => ({
   faucet_senders: new Set([zero_address]),
 })
 
-/**
- * A production EVM chain from its configured RPC endpoint, final at the registry's depth. Its gas
- * probe is the zero address, which holds native coins on every public EVM chain (burnt by mistake
- * over the years), so estimating a 1-unit transfer from it never fails for lack of funds.
- */
-const productionRunning = (chain: EvmChain, rpc_url: string): RunningChain => {
-  const definition = chainDefinition(chain)
-  const contracts = new Map<TokenSymbol, string>()
-  for (const token of definition.tokens)
-    if (token.contracts.production !== null) contracts.set(token.symbol, token.contracts.production)
-  return {
-    adapter: makeEvmAdapter({
-      chain_id: definition.chain_id ?? 0,
-      rpc_url,
-      finality_confirmations: definition.confirmations.count,
-    }),
-    contracts,
-    gas_probe_address: zero_address,
-    fund: null,
-    finality_confirmations: definition.confirmations.count,
-    faucet_senders: new Set(),
-  }
-}
-
 /** The sandbox's Solana chain as the platform reaches it: LiteSVM in this process, its mints. */
 const solanaSandboxRunning = (local: SolanaSandboxChain): RunningChain => ({
   adapter: local.adapter,
@@ -312,7 +288,10 @@ const ChainsLive = Layer.effect(
         ...(ton === undefined ? [] : [["ton", tonSandboxRunning(ton)] as const]),
       ]),
       production: new Map<string, RunningChain>(
-        [...config.chainRpcUrls].map(([chain, url]) => [chain, productionRunning(chain, url)]),
+        [...config.chainRpcUrls].map(([chain, url]) => [
+          chain,
+          productionChain(chain, url, config.chainApiKeys.get(chain)),
+        ]),
       ),
     }
     return {

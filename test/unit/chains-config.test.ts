@@ -2,7 +2,9 @@
 // CHAIN_RPC_URL_<CHAIN>) and the USD conversion of gas estimates, as tables of cases, ugly ones
 // included.
 import { describe, expect, it } from "vitest"
-import { evmChains } from "../../domain/custody/derive.ts"
+import { chainDefinition, chainIdentifiers } from "../../domain/chains/registry.ts"
+import { evmChains, isValidAddress } from "../../domain/custody/derive.ts"
+import { productionChain } from "../../src/chains/production.ts"
 import { ConfigError, readConfig } from "../../src/config.ts"
 import { usdOf } from "../../src/http/handlers/chains.ts"
 
@@ -43,17 +45,28 @@ describe("SANDBOX_SOLANA", () => {
 })
 
 describe("GAS_USD_RATES and CHAIN_RPC_URL_<CHAIN>", () => {
-  it("reads chain=rate pairs and the RPC endpoint of each EVM chain", () => {
+  it("reads chain=rate pairs, the endpoint of each chain and the API keys", () => {
     const config = readConfig({
       GAS_USD_RATES: "ethereum=3500, Polygon=0.5",
       CHAIN_RPC_URL_ETHEREUM: "https://rpc.example/eth",
       CHAIN_RPC_URL_SOLANA: "https://rpc.example/sol",
+      CHAIN_RPC_URL_TON: "https://toncenter.example/api/v2/jsonRPC",
+      CHAIN_API_KEY_TON: "ton-key",
+      CHAIN_RPC_URL_TRON: "",
+      CHAIN_RPC_URL_DOGE: "https://rpc.example/doge",
     })
     expect([...config.gasUsdRates]).toEqual([
       ["ethereum", "3500"],
       ["polygon", "0.5"],
     ])
-    expect([...config.chainRpcUrls]).toEqual([["ethereum", "https://rpc.example/eth"]])
+    expect(new Map(config.chainRpcUrls)).toEqual(
+      new Map([
+        ["ethereum", "https://rpc.example/eth"],
+        ["solana", "https://rpc.example/sol"],
+        ["ton", "https://toncenter.example/api/v2/jsonRPC"],
+      ]),
+    )
+    expect([...config.chainApiKeys]).toEqual([["ton", "ton-key"]])
   })
 
   it.each(["ethereum", "ethereum=", "ethereum=-1", "ethereum=1e3", "ethereum=3,5"])("refuses %j", (text) => {
@@ -71,4 +84,23 @@ describe("usdOf", () => {
   ])("%s at %s decimals and %s USD -> %s (rounded up)", (fee, decimals, rate, usd) => {
     expect(usdOf(fee, decimals, rate)).toBe(usd)
   })
+})
+
+describe("productionChain", () => {
+  it.each(chainIdentifiers)(
+    "%s: the family's adapter, the registry's depth and contracts, a valid gas probe, no faucet",
+    (chain) => {
+      const definition = chainDefinition(chain)
+      const running = productionChain(chain, "http://127.0.0.1:9/never-called", undefined)
+      expect(running.finality_confirmations).toBe(definition.confirmations.count)
+      expect(running.fund).toBeNull()
+      expect(running.faucet_senders.size).toBe(0)
+      expect(isValidAddress(chain, running.gas_probe_address)).toBe(true)
+      const expected = definition.tokens.flatMap((token) =>
+        token.contracts.production === null ? [] : [[token.symbol, token.contracts.production]],
+      )
+      expect([...running.contracts]).toEqual(expected)
+      for (const contract of running.contracts.values()) expect(isValidAddress(chain, contract)).toBe(true)
+    },
+  )
 })
