@@ -15,8 +15,8 @@
  * webhook missing after BENCH_WAIT_SECONDS (default 120) counts as an error.
  *
  * Where the time went, per chain: the median and p95 of each stage as the platform recorded it
- * (request -> signed, signed -> broadcast, broadcast -> settled in the ledger, settled -> webhook
- * attempt started). Afterwards it stops the server and runs the auditor's `verify` over the ledger.
+ * (request -> signed, signed -> broadcast, broadcast -> settled in the ledger, settled -> the webhook
+ * event dispatched to a delivery job, dispatched -> the delivery attempt started). Afterwards it stops the server and runs the auditor's `verify` over the ledger.
  * Last line:
  * {"p50_ms","p95_ms","by_chain":{"<chain>":{"family","p50_ms","p95_ms","max_ms","completed","errors"}},
  *  "errors","verify","target_p95_ms":3000,"target_met"}.
@@ -209,6 +209,8 @@ const reportStages = async (dataDir: string) => {
     const stages = await pool.query<{ chain: string; stage: string; p50: number; p95: number }>(
       `with transfer as (
          select t.chain, t.created_at, t.signed_at, t.broadcast_at, coalesce(t.completed_at, t.failed_at) as settled_at,
+                (select min(e.dispatched_at) from platform.webhook_events e
+                  where e.data->>'transaction_id' = t.transfer_id) as dispatched_at,
                 (select min(a.started_at) from platform.webhook_events e
                    join platform.webhook_deliveries d on d.event_id = e.event_id
                    join platform.webhook_attempts a on a.delivery_id = d.delivery_id
@@ -218,7 +220,8 @@ const reportStages = async (dataDir: string) => {
          select chain, '1 request -> signed' as stage, signed_at - created_at as took from transfer
          union all select chain, '2 signed -> broadcast', broadcast_at - signed_at from transfer
          union all select chain, '3 broadcast -> settled', settled_at - broadcast_at from transfer
-         union all select chain, '4 settled -> webhook sent', webhook_at - settled_at from transfer)
+         union all select chain, '4 settled -> event dispatched', dispatched_at - settled_at from transfer
+         union all select chain, '5 dispatched -> webhook sent', webhook_at - dispatched_at from transfer)
        select chain, stage,
               round(extract(epoch from percentile_cont(0.5) within group (order by took)) * 1000)::int as p50,
               round(extract(epoch from percentile_cont(0.95) within group (order by took)) * 1000)::int as p95

@@ -309,6 +309,8 @@ const ChainsLive = Layer.effect(
  */
 const transfer_poll_interval_ms = 250
 const transfer_poll_count_max = 2_400
+/** Transfers one process advances at once; each mostly waits on its chain between polls. */
+const transfer_concurrency = 128
 const TransferWorkerLive = Layer.effectDiscard(
   Effect.gen(function* () {
     const { pool } = yield* Database
@@ -339,6 +341,7 @@ const TransferWorkerLive = Layer.effectDiscard(
           {
             poll_interval_ms: transfer_poll_interval_ms,
             poll_count_max: transfer_poll_count_max,
+            worker_count: transfer_concurrency,
             onError: (error) => Effect.runFork(Effect.logError("transfer worker error", String(error))),
           },
         ),

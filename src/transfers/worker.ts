@@ -12,7 +12,8 @@
  *    either land within it or never can.
  * 2. Broadcast the persisted bytes while the chain does not know them (first send, or rebroadcast
  *    after a crash or a node that forgot them); the adapter's broadcast is idempotent.
- * 3. Confirm: poll the status, re-scheduling the job (`startAfter`) a bounded number of times. At
+ * 3. Confirm: poll the status, in process for up to `hold_ms` per job, then through a re-scheduled
+ *    poll job (`startAfter`); `poll_count_max` polls in all. At
  *    the chain's finality, post the reservation (fee first, then the amount with the attachment that
  *    completes the row with its proof and emits `payment.completed`); on a revert, a transaction that
  *    can never be included (its nonce taken, its lifetime over), a refusal or a timeout, void it
@@ -64,6 +65,7 @@ import type {
   TransactionStatus,
   TransferWouldRevert,
 } from "../ports/chain.ts"
+import { sleep } from "../projections/runner.ts"
 import { pgBossDb } from "../webhooks/queue.ts"
 import { type TransferAttachment, type TransferJob, transfer_queue } from "./hook.ts"
 import { type FailureCode, fromDb, ledgerIds, storedProof, type TransferRow } from "./model.ts"
@@ -79,10 +81,15 @@ export interface TransferWorkerOptions {
   readonly poll_interval_ms?: number
   /** Polls after the broadcast before the transfer times out and is voided; default 600. */
   readonly poll_count_max?: number
-  /** Jobs run at once in this process (1..64); default 4. */
+  /** Jobs run at once in this process (1..256); default 32. */
   readonly worker_count?: number
-  /** How often an idle worker looks for due jobs; pg-boss's floor is 500; default 500. */
+  /** How often the worker looks for due jobs while it has free slots and none is due; default 200. */
   readonly worker_poll_interval_ms?: number
+  /**
+   * How long one job keeps polling its transfer in process before handing it back to the queue;
+   * default 20,000, at most a third of `job_expire_seconds`.
+   */
+  readonly hold_ms?: number
   /** A job still active this long was lost with its process: pg-boss runs it again; default 60. */
   readonly job_expire_seconds?: number
   /** Errors of steps (they are retried by pg-boss); default: ignored. */
@@ -205,10 +212,17 @@ export function startTransferWorker(
 ): Promise<TransferWorker> {
   const poll_interval_ms = options.poll_interval_ms ?? 1_000
   const poll_count_max = options.poll_count_max ?? 600
-  const worker_count = options.worker_count ?? 4
+  const concurrency_max = options.worker_count ?? 32
+  const fetch_interval_ms = options.worker_poll_interval_ms ?? 200
+  const job_expire_seconds = options.job_expire_seconds ?? 60
+  const hold_ms = Math.min(options.hold_ms ?? 20_000, (job_expire_seconds * 1000) / 3)
   const onError = options.onError ?? (() => {})
   assert(poll_interval_ms >= 1 && poll_count_max >= 1, "polling is bounded and positive")
-  assert(Number.isInteger(worker_count) && worker_count >= 1 && worker_count <= 64, "worker_count in 1..64")
+  assert(
+    Number.isInteger(concurrency_max) && concurrency_max >= 1 && concurrency_max <= 256,
+    "worker_count in 1..256",
+  )
+  assert(fetch_interval_ms >= 10 && hold_ms >= 0, "the fetch interval and the hold are bounded")
   const { pool, boss, writer, routes } = deps
 
   const adapterOf = (row: TransferRow): ChainAdapter => {
@@ -483,10 +497,15 @@ export function startTransferWorker(
     assert(row.tx_hash !== null && row.raw_transaction !== null, "a signed row has its bytes and hash")
     if (row.replacement_tx_hash !== null) return await advanceReplaced(row)
     const adapter = adapterOf(row)
-    let status = await Effect.runPromise(adapter.transactionStatus(row.tx_hash))
-    // Unknown to the chain, or never sent: a chain that cannot tell signed bytes from bytes in flight
-    // (TON reads `seen` while the seqno is unused) gets them here once; broadcasting is idempotent.
-    if (status.status === "dropped" || (status.status === "seen" && row.broadcast_at === null)) {
+    // Bytes never sent are sent without asking the chain first (a chain that cannot tell signed bytes
+    // from bytes in flight, like TON, would read `seen`); bytes the chain does not know (a crash
+    // after the broadcast, before its record, or a node that forgot them) are sent again. Broadcasting
+    // is idempotent either way.
+    let status: TransactionStatus =
+      row.broadcast_at === null
+        ? { status: "dropped", tx_hash: row.tx_hash }
+        : await Effect.runPromise(adapter.transactionStatus(row.tx_hash))
+    if (status.status === "dropped") {
       await options.beforeBroadcast?.(row)
       const refused = await broadcast({ ...row, raw_transaction: row.raw_transaction })
       if (refused !== null) {
@@ -520,30 +539,90 @@ export function startTransferWorker(
       { db: pgBossDb(pool) },
     )
 
-  const handle = async (jobs: ReadonlyArray<{ readonly data: TransferJob }>) => {
-    for (const job of jobs) {
+  /**
+   * Runs one job: advances its transfer, then keeps polling it in this process every
+   * `poll_interval_ms` while it waits on the chain, for at most `hold_ms` (well inside the job's
+   * expiry); a transfer still waiting then goes back to the queue as a poll job, as it does when the
+   * worker stops. Holding saves the queue round trip per poll, which is most of a transfer's
+   * latency on a chain with 1 s blocks.
+   */
+  const hold = async (transfer_id: string) => {
+    const started = Date.now()
+    for (;;) {
+      if ((await advance(transfer_id)) === "settled") return
+      if (stopping || Date.now() - started >= hold_ms) {
+        await schedulePoll(transfer_id)
+        return
+      }
+      await sleep(poll_interval_ms)
+    }
+  }
+
+  let stopping = false
+  let in_flight = 0
+  const idle: Array<() => void> = []
+  /** Resolves at the next job's end or after `ms`, whichever comes first. */
+  const nap = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms)
+      idle.push(() => {
+        clearTimeout(timer)
+        resolve()
+      })
+    })
+  const wakeAll = () => {
+    for (const wake of idle.splice(0)) wake()
+  }
+
+  const runJob = async (job: { readonly id: string; readonly data: TransferJob }) => {
+    try {
+      await hold(job.data.transfer_id)
+      await boss.complete(transfer_queue, job.id, null, { db: pgBossDb(pool) })
+    } catch (error) {
+      onError(error)
+      // pg-boss retries it (the queue's retry policy); a failure to record that leaves the job active
+      // until it expires, when pg-boss runs it again.
+      await boss
+        .fail(transfer_queue, job.id, { message: String(error) }, { db: pgBossDb(pool) })
+        .catch(onError)
+    } finally {
+      in_flight -= 1
+      wakeAll()
+    }
+  }
+
+  /** Fetches due jobs while slots are free; naps `fetch_interval_ms` when none is due. */
+  const fetchLoop = async () => {
+    while (!stopping) {
+      const free = concurrency_max - in_flight
+      if (free <= 0) {
+        await nap(fetch_interval_ms)
+        continue
+      }
+      let jobs: ReadonlyArray<{ readonly id: string; readonly data: TransferJob }> = []
       try {
-        if ((await advance(job.data.transfer_id)) === "waiting") await schedulePoll(job.data.transfer_id)
+        jobs = await boss.fetch<TransferJob>(transfer_queue, { batchSize: free })
       } catch (error) {
         onError(error)
-        throw error
       }
+      for (const job of jobs) {
+        in_flight += 1
+        void runJob(job)
+      }
+      if (jobs.length < free) await nap(fetch_interval_ms)
     }
   }
 
   return (async () => {
-    await createTransferQueue(boss, options.job_expire_seconds ?? 60)
-    const work_options = {
-      batchSize: 1,
-      pollingIntervalSeconds: Math.max(500, options.worker_poll_interval_ms ?? 500) / 1000,
-    }
-    const worker_ids: Array<string> = []
-    for (let i = 0; i < worker_count; i++)
-      worker_ids.push(await boss.work<TransferJob>(transfer_queue, work_options, handle))
+    await createTransferQueue(boss, job_expire_seconds)
+    const loop = fetchLoop()
     return {
       advance,
       stop: async () => {
-        for (const id of worker_ids) await boss.offWork(transfer_queue, { id, wait: true })
+        stopping = true
+        wakeAll()
+        await loop
+        while (in_flight > 0) await nap(50)
       },
     }
   })()
