@@ -29,7 +29,6 @@
  * platform, and print the statements that took the most time per payment), BENCH_KEEP_DATA=1
  * (keep DATA_DIR and the profile). Both instruments cost some throughput.
  */
-import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as os from "node:os"
@@ -39,8 +38,11 @@ import { ensureDatabase, startEmbedded } from "../src/db/embedded.ts"
 import {
   type Credentials,
   call,
+  clockTicks,
+  cpuSeconds,
   log,
   percentile,
+  procStat,
   root,
   round,
   runVerify,
@@ -295,33 +297,6 @@ const runLoad = async (url: string, specs: ReadonlyArray<Spec>, duration_s: numb
 }
 
 // --- observing the processes --------------------------------------------------------------------
-
-const clockTicks = (() => {
-  try {
-    return Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100
-  } catch {
-    return 100
-  }
-})()
-
-/** Fields of /proc/<pid>/stat after the command name: [state, ppid, ...]; undefined if gone. */
-const procStat = (pid: number): string[] | undefined => {
-  try {
-    const text = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
-    return text.slice(text.lastIndexOf(")") + 2).split(" ")
-  } catch {
-    return undefined
-  }
-}
-
-/** CPU seconds of a process (utime + stime; with its waited-for children's when `children`). */
-const cpuSeconds = (pid: number, children = false): number => {
-  const f = procStat(pid)
-  if (f === undefined) return 0
-  // After "(comm) ": index 11 utime, 12 stime, 13 cutime, 14 cstime.
-  const own = Number(f[11]) + Number(f[12])
-  return (children ? own + Number(f[13]) + Number(f[14]) : own) / clockTicks
-}
 
 /** The postmaster and its live children (the backends and auxiliary processes), CPU seconds. */
 const postgresCpuSeconds = (dataDir: string): number => {

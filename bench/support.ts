@@ -4,7 +4,8 @@
  * small numeric helpers their reports use. Progress goes to stderr; a benchmark's last stdout line
  * is its JSON summary.
  */
-import { type ChildProcess, spawn, spawnSync } from "node:child_process"
+import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process"
+import * as fs from "node:fs"
 import * as path from "node:path"
 import { freePort } from "../src/db/embedded.ts"
 
@@ -143,4 +144,33 @@ export const runVerify = (dataDir: string): { ok: boolean; output: string } => {
     },
   )
   return { ok: run.status === 0, output: `${run.stdout ?? ""}${run.stderr ?? ""}`.trim() }
+}
+
+// --- where the CPU went ---------------------------------------------------------------------------
+
+export const clockTicks = (() => {
+  try {
+    return Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100
+  } catch {
+    return 100
+  }
+})()
+
+/** Fields of /proc/<pid>/stat after the command name: [state, ppid, ...]; undefined if gone. */
+export const procStat = (pid: number): string[] | undefined => {
+  try {
+    const text = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    return text.slice(text.lastIndexOf(")") + 2).split(" ")
+  } catch {
+    return undefined
+  }
+}
+
+/** CPU seconds of a process (utime + stime; with its waited-for children's when `children`). */
+export const cpuSeconds = (pid: number, children = false): number => {
+  const f = procStat(pid)
+  if (f === undefined) return 0
+  // After "(comm) ": index 11 utime, 12 stime, 13 cutime, 14 cstime.
+  const own = Number(f[11]) + Number(f[12])
+  return (children ? own + Number(f[13]) + Number(f[14]) : own) / clockTicks
 }

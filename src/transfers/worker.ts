@@ -118,6 +118,9 @@ export interface TransferWorker {
   readonly stop: () => Promise<void>
 }
 
+/** A waiting transfer's status is read again after this many polls' time even if its chain stood still. */
+const poll_idle_max = 8
+
 /** pg-boss retries a step that threw (node or database unreachable) with these. */
 const step_retry = { retryLimit: 50, retryDelay: 1, retryBackoff: true, retryDelayMax: 60 } as const
 
@@ -548,14 +551,37 @@ export function startTransferWorker(
    */
   const hold = async (transfer_id: string) => {
     const started = Date.now()
+    let adapter: ChainAdapter | undefined
     for (;;) {
       if ((await advance(transfer_id)) === "settled") return
+      if (adapter === undefined) {
+        const row = await loadRow(pool, transfer_id)
+        if (row === undefined) return
+        adapter = adapterOf(row)
+      }
+      const seen_head = await headOf(adapter)
+      // Nothing changes for a transaction until the chain moves: poll again at the next block, or
+      // after `poll_idle_max` polls' time should the head stand still.
+      for (let idle = 0; idle < poll_idle_max; idle++) {
+        if (stopping || Date.now() - started >= hold_ms) break
+        await sleep(poll_interval_ms)
+        if ((await headOf(adapter)) !== seen_head) break
+      }
       if (stopping || Date.now() - started >= hold_ms) {
         await schedulePoll(transfer_id)
         return
       }
-      await sleep(poll_interval_ms)
     }
+  }
+
+  /** Each adapter's newest block, read at most once per half poll interval for all waiting jobs. */
+  const heads = new Map<ChainAdapter, { readonly at: number; readonly head: Promise<bigint> }>()
+  const headOf = (adapter: ChainAdapter): Promise<bigint> => {
+    const cached = heads.get(adapter)
+    if (cached !== undefined && Date.now() - cached.at < poll_interval_ms / 2) return cached.head
+    const head = Effect.runPromise(adapter.blockNumber())
+    heads.set(adapter, { at: Date.now(), head })
+    return head
   }
 
   let stopping = false
