@@ -1,6 +1,6 @@
 /**
  * The Tron transport over a full node's HTTP API (java-tron `/wallet/*`, as TronGrid serves it):
- * `TRON_FULL_NODE_URL` points at it, `TRON_API_KEY` is sent as `TRON-PRO-API-KEY` when set. Every
+ * `CHAIN_RPC_URL_TRON` points at it, `CHAIN_API_KEY_TRON` is sent as `TRON-PRO-API-KEY` when set. Every
  * answer is decoded with a schema; a fetch failure, a non-2xx status or an answer that does not
  * decode becomes a defect. Addresses are asked for in hex (no `visible`), so log addresses come
  * back as the node stores them. No Tron node can run here: the block and transaction reads are
@@ -20,9 +20,9 @@ import type {
 } from "./transport.ts"
 
 export interface TronHttpConfig {
-  /** The full node's base URL, e.g. `https://api.trongrid.io` (TRON_FULL_NODE_URL). */
+  /** The full node's base URL, e.g. `https://api.trongrid.io` (CHAIN_RPC_URL_TRON). */
   readonly full_node_url: string
-  /** TronGrid's API key (TRON_API_KEY); other nodes need none. */
+  /** TronGrid's API key (CHAIN_API_KEY_TRON); other nodes need none. */
   readonly api_key?: string
   readonly request_timeout_ms: number
 }
@@ -77,7 +77,7 @@ const Parameters = Schema.Struct({
 
 /**
  * A transport against one full node.
- * @example makeTronHttpTransport({ full_node_url: process.env.TRON_FULL_NODE_URL!, request_timeout_ms: 5_000 })
+ * @example makeTronHttpTransport({ full_node_url: process.env.CHAIN_RPC_URL_TRON ?? "", request_timeout_ms: 5_000 })
  */
 export function makeTronHttpTransport(config: TronHttpConfig): TronTransport {
   const post = <A>(path: string, body: object, schema: Schema.Codec<A, unknown>) =>
