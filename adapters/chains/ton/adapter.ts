@@ -45,6 +45,7 @@ import {
   QueryTooWide,
   type SignedTransfer,
   type SignOptions,
+  TransactionExpired,
   type TransactionStatus,
   type TransferIntent,
   TransferWouldRevert,
@@ -233,7 +234,11 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
    */
   const feeBound = (wallet: ReturnType<typeof walletOf>, transfer: WalletTransfer) =>
     Effect.gen(function* () {
-      const unsigned = signedTransfer(wallet, null, transfer)
+      // A message signed ahead of the wallet's seqno (the messages before it not landed yet) would be
+      // refused now for its seqno alone: its fee is emulated at the seqno the wallet expects.
+      const expected = (yield* call(() => transport.getSeqno(wallet.address))) ?? 0
+      const emulated = transfer.seqno > expected ? { ...transfer, seqno: expected } : transfer
+      const unsigned = signedTransfer(wallet, null, emulated)
       const outcome = yield* call(() => transport.emulate(wallet.address, unsigned))
       if (outcome.kind === "rejected")
         return yield* Effect.fail(new TransferWouldRevert({ reason: outcome.reason }))
@@ -293,10 +298,8 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
       if ((yield* call(() => transport.landed(summary.wallet, tx_hash))) !== null) return { tx_hash }
       const seqno = (yield* call(() => transport.getSeqno(summary.wallet))) ?? 0
       if (seqno > summary.seqno) return yield* Effect.fail(new NonceTooLow({ tx_hash, nonce: summary.seqno }))
-      if ((yield* call(() => transport.now())) > summary.valid_until) {
-        return yield* Effect.fail(
-          new BroadcastRejected({ tx_hash, reason: "the message's valid_until has passed" }),
-        )
+      if (expired(yield* call(() => transport.now()), summary.valid_until)) {
+        return yield* Effect.fail(new TransactionExpired({ tx_hash }))
       }
       const outcome = yield* call(() => transport.send(summary.message))
       if (outcome.kind === "accepted") return { tx_hash }
@@ -321,8 +324,8 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
       const landed = yield* landedNow()
       if (landed !== null) return yield* settledStatus(tx_hash, summary, landed)
       const seqno = (yield* call(() => transport.getSeqno(summary.wallet))) ?? 0
-      const expired = (yield* call(() => transport.now())) > summary.valid_until
-      if (seqno <= summary.seqno && !expired) return { status: "seen", tx_hash }
+      const now = yield* call(() => transport.now())
+      if (seqno <= summary.seqno && !expired(now, summary.valid_until)) return { status: "seen", tx_hash }
       // It may have landed between the two reads.
       const late = yield* landedNow()
       return late === null ? { status: "dropped", tx_hash } : yield* settledStatus(tx_hash, summary, late)
@@ -496,6 +499,11 @@ function proofOf(tx_hash: string, landed: LandedTransaction): InclusionProof {
 /** The user-friendly, URL-safe, non-bounceable form custody uses (`UQ...`). */
 function friendly(address: Address): string {
   return address.toString({ urlSafe: true, bounceable: false, testOnly: false })
+}
+
+/** The wallet refuses a message from its `valid_until` on (`valid_until <= now()` in its code). */
+function expired(now: number, valid_until: number): boolean {
+  return now >= valid_until
 }
 
 function ceilPercent(value: bigint, percent: bigint): bigint {
