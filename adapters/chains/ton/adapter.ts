@@ -16,6 +16,8 @@
  * - `block_number` is the wallet transaction's logical time (lt), `block_hash` that transaction's
  *   hash: (account, lt, hash) is how TON locates a transaction, and the sandbox has no blocks.
  *   `blockNumber()` is the newest lt, and incoming transfer queries range over lt.
+ * - `TransactionExpired`: a message at or past its `valid_until` (the wallet refuses it from that
+ *   second on) is refused on broadcast: its persisted bytes can never land.
  * - `confirmations` is always 1 and a landed transaction is `finalized` at once: TON's masterchain
  *   commits shard blocks with BFT finality and never reorganises a committed block.
  * - `reverted`: the wallet's transaction failed, or it ran but sent nothing (IGNORE_ERRORS mode: the
@@ -314,7 +316,7 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
   /**
    * A message this process never signed nor broadcast reads `dropped`: its hash alone does not name
    * its wallet (see the port change recommended in the README). Otherwise: landed, or `seen` while
-   * its seqno is unused and its `valid_until` not passed, else `dropped`.
+   * its seqno is unused and its `valid_until` not reached, else `dropped`.
    */
   const transactionStatus = (tx_hash: string): Effect.Effect<TransactionStatus> =>
     Effect.gen(function* () {
