@@ -3,9 +3,9 @@
 // completes with the chain's proof (and verifies against the chain), one that reverts on chain (the
 // recipient's jetton wallet frozen after signing: the jettons come back), one whose sender has no
 // TON for the fee, one dropped (its valid_until passed before its block), two transfers of one
-// sender requested at once (two seqnos, both land), and one whose worker process is killed right
-// after the broadcast, which a new worker completes exactly once. Failed transfers release the
-// reservation to the last unit.
+// sender requested at once (two seqnos, both land, also when the second reaches the chain first),
+// and one whose worker process is killed right after the broadcast, which a new worker completes
+// exactly once. Failed transfers release the reservation to the last unit.
 
 import { mnemonicToSeedSync } from "@scure/bip39"
 import { Address } from "@ton/core"
@@ -393,6 +393,37 @@ describe("on-chain transfers (TON, @ton/sandbox)", () => {
     expect(await jettons(recipient)).toBe(2n * amount)
     expect(await jettons(wallet.address)).toBe(funding - 2n * amount)
     expect(await available(wallet)).toBe(funding - 2n * (amount + paymentFee(amount)))
+  })
+
+  it("completes both when the second seqno reaches the chain before the first", async () => {
+    // The seqno is checked when a block runs the message: the second waits a block for the first.
+    const wallet = await fundedWallet(7)
+    const recipient = addressOf(17)
+    const amount = 2_000_000n
+    const requested = await Promise.all([
+      request(wallet, recipient, amount),
+      request(wallet, recipient, amount),
+    ])
+    const ids = requested.map((transfer) => transfer.transfer_id)
+    const broadcastOf = async (nonce: number) => {
+      const found = await db.pool.query<{ broadcast_at: Date | null }>(
+        "select broadcast_at from platform.chain_transfers where transfer_id = any($1) and nonce = $2",
+        [ids, nonce],
+      )
+      return found.rows[0]?.broadcast_at ?? null
+    }
+    let first_sent_after_second = false
+    const rows = await withWorker(() => Promise.all(ids.map((transfer_id) => settled(transfer_id))), {
+      beforeBroadcast: async (row) => {
+        if (!ids.includes(row.transfer_id) || row.nonce !== 0) return
+        await eventually(async () => (await broadcastOf(1)) !== null, "the second seqno is broadcast")
+        first_sent_after_second = true
+      },
+    })
+    expect(first_sent_after_second).toBe(true)
+    expect(rows.map((row) => row.status)).toEqual(["completed", "completed"])
+    expect(await jettons(recipient)).toBe(2n * amount)
+    expect(await seqnoOf(wallet.address)).toBe(2)
   })
 
   it("completes exactly once after the worker process is killed right after the broadcast", async () => {
