@@ -274,8 +274,18 @@ const ChainsLive = Layer.effect(
         Effect.annotateLogs({ chain: "solana", contracts: Object.fromEntries(solana.contracts) }),
       )
     }
-    // In process, like Solana's: it holds no resource beyond memory, so it needs no finalizer.
-    const ton = config.sandboxTon ? yield* Effect.promise(() => startTonSandboxChain()) : undefined
+    // In process, like Solana's; its block clock stops with it.
+    const ton = config.sandboxTon
+      ? yield* Effect.acquireRelease(
+          Effect.promise(() => startTonSandboxChain()),
+          (started) =>
+            Effect.promise(() => started.stop()).pipe(
+              Effect.tap(() =>
+                Effect.logInfo("sandbox chain stopped").pipe(Effect.annotateLogs({ chain: "ton" })),
+              ),
+            ),
+        )
+      : undefined
     if (ton !== undefined) {
       yield* Effect.logInfo("sandbox chain running").pipe(
         Effect.annotateLogs({ chain: "ton", contracts: Object.fromEntries(ton.contracts) }),

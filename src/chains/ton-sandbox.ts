@@ -7,6 +7,14 @@
  * `fund` mints jettons to the owner and tops up its TON for fees, as the EVM sandbox's `fund` mints
  * and tops up gas. The gas probe is a v4R2 wallet of a random key, funded and deployed at start, so
  * that fee estimates from it are emulated exactly rather than bounded.
+ *
+ * The emulator executes a message the moment it is sent; a real chain takes it into a block, and
+ * our other sandbox chains (anvil, LiteSVM) make blocks every second. So the chain holds the
+ * external messages it is sent and a timer produces a block every `block_time_ms` (1 s by default),
+ * which executes them (see sandbox-transport.ts): a transfer is `seen` first and lands a moment
+ * later, and a message whose `valid_until` passes before its block never lands. `block_time_ms: 0`
+ * executes every message at once (tests of the adapter itself). Administration (`fund`, `freeze`)
+ * acts at once either way: it is the faucet, not a transfer. `stop` stops the clock.
  */
 import { randomBytes } from "node:crypto"
 import { Address, beginCell, contractAddress, toNano } from "@ton/core"
@@ -28,6 +36,8 @@ import { chainDefinition, type TokenSymbol } from "../../domain/chains/registry.
 import { deriveAddress, deriveSigningKey } from "../../domain/custody/derive.ts"
 import type { ChainAdapter } from "../ports/chain.ts"
 
+/** Milliseconds between two blocks of the sandbox's TON chain. */
+export const ton_sandbox_block_time_ms = 1_000
 /** A funded owner below this TON balance gets topped up by `ton_top_up_nanotons`. */
 const ton_floor_nanotons = toNano("1")
 const ton_top_up_nanotons = toNano("5")
@@ -35,6 +45,11 @@ const ton_top_up_nanotons = toNano("5")
 const admin_message_nanotons = toNano("0.1")
 /** What the minter is deployed with, for its storage. */
 const minter_deploy_nanotons = toNano("1")
+
+export interface TonSandboxOptions {
+  /** Between two blocks; default `ton_sandbox_block_time_ms`; 0: every message executes when sent. */
+  readonly block_time_ms?: number
+}
 
 export interface TonSandboxChain {
   readonly blockchain: Blockchain
@@ -50,15 +65,22 @@ export interface TonSandboxChain {
   readonly fund: (address: string, token: TokenSymbol, amount: bigint) => Promise<void>
   /** Freezes (or unfreezes) `address`'s jetton wallet of `token`: compliance. */
   readonly freeze: (address: string, token: TokenSymbol, frozen: boolean) => Promise<void>
+  /**
+   * Stops the block clock, after the block in progress; messages still held never run. Rejects with
+   * the fault of a block that failed (an emulator fault, not a refused message), if one did.
+   */
+  readonly stop: () => Promise<void>
 }
 
 /**
  * Starts the chain and deploys its jettons.
  * @example const ton = await startTonSandboxChain(); await ton.fund(address, "USDT", 5_000_000n)
  */
-export async function startTonSandboxChain(): Promise<TonSandboxChain> {
+export async function startTonSandboxChain(options: TonSandboxOptions = {}): Promise<TonSandboxChain> {
+  const block_time_ms = options.block_time_ms ?? ton_sandbox_block_time_ms
+  assert(Number.isInteger(block_time_ms) && block_time_ms >= 0, "a block time is a whole number of ms")
   const blockchain = await Blockchain.create()
-  const transport = makeSandboxTransport(blockchain)
+  const transport = makeSandboxTransport(blockchain, { hold_messages: block_time_ms > 0 })
   const adapter = makeTonAdapter(transport)
   const issuer = await blockchain.treasury(`issuer-${randomBytes(16).toString("hex")}`)
   const minters = new Map<TokenSymbol, Address>()
@@ -109,7 +131,10 @@ export async function startTonSandboxChain(): Promise<TonSandboxChain> {
   const gas_probe_address = await deployGasProbe(adapter, async (address) => {
     await transport.apply(() => issuer.send({ to: address, value: ton_top_up_nanotons, bounce: false }))
   })
+  // The probe's deploying transfer may be held: its block comes now rather than after a tick.
+  await transport.produceBlock(0)
   const contracts = new Map([...minters].map(([token, minter]) => [token, minter.toString()] as const))
+  const clock = startBlockClock(transport, block_time_ms)
   return {
     blockchain,
     transport,
@@ -119,6 +144,35 @@ export async function startTonSandboxChain(): Promise<TonSandboxChain> {
     gas_probe_address,
     fund,
     freeze,
+    stop: clock.stop,
+  }
+}
+
+/**
+ * Produces a block every `block_time_ms` (none for 0). A pinned clock moves by the block time rounded
+ * up to whole seconds, TON's unit of time. A block that fails (a fault of the emulator, which a
+ * refused message is not) is kept for `stop` to report, and the clock goes on.
+ */
+function startBlockClock(transport: SandboxTonTransport, block_time_ms: number) {
+  let fault: unknown = null
+  let current: Promise<void> = Promise.resolve()
+  const elapsed_seconds = Math.ceil(block_time_ms / 1_000)
+  const timer =
+    block_time_ms === 0
+      ? undefined
+      : setInterval(() => {
+          current = transport.produceBlock(elapsed_seconds).catch((error: unknown) => {
+            fault ??= error
+          })
+        }, block_time_ms)
+  // The clock alone must not keep the process alive: shutdown stops it anyway.
+  timer?.unref()
+  return {
+    stop: async () => {
+      clearInterval(timer)
+      await current
+      if (fault !== null) throw fault
+    },
   }
 }
 

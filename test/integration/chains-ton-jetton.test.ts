@@ -71,7 +71,7 @@ describe("TON adapter: jetton transfers on @ton/sandbox", () => {
   }
 
   beforeAll(async () => {
-    ton = await startTonSandboxChain()
+    ton = await startTonSandboxChain({ block_time_ms: 0 })
     const contract = ton.contracts.get("USDT")
     if (contract === undefined) throw new Error("USDT is deployed")
     token = { kind: "token", contract }
@@ -293,7 +293,7 @@ describe("TON adapter: jetton transfers on @ton/sandbox", () => {
     const signed = await run(ton.adapter.signTransfer(keyOf(0), to(recipient, usdt(1))))
     ton.blockchain.now = Math.floor(Date.now() / 1000) + message_ttl_seconds + 60
     expect((await run(ton.adapter.transactionStatus(signed.tx_hash))).status).toBe("dropped")
-    expect(failureTag(await runExit(ton.adapter.broadcast(signed.raw)))).toBe("BroadcastRejected")
+    expect(failureTag(await runExit(ton.adapter.broadcast(signed.raw)))).toBe("TransactionExpired")
     expect(await jettons(recipient)).toBe(usdt(18))
   })
 })

@@ -3,7 +3,9 @@
  * v4R2 wallets on the real TVM (@ton/sandbox, in process) through the code path the HTTP transport
  * shares: the first send deploys the wallet, success with its proof, a rebroadcast that changes
  * nothing, one seqno carrying one transfer, a sender without enough TON, an expired message, fee
- * estimates, balances and incoming transfers listed once.
+ * estimates, balances and incoming transfers listed once. Then the same adapter over a transport
+ * that holds messages for blocks, as the sandbox chain runs it: `seen` until the block, once per
+ * message, the seqno checked at execution, and a message expired before its block dropped.
  */
 import { Address, loadMessage, toNano } from "@ton/core"
 import { Blockchain } from "@ton/sandbox"
@@ -14,7 +16,10 @@ import {
   message_ttl_seconds,
   ton_native_contract,
 } from "../../adapters/chains/ton/adapter.ts"
-import { makeSandboxTransport } from "../../adapters/chains/ton/sandbox-transport.ts"
+import {
+  makeSandboxTransport,
+  type SandboxTonTransport,
+} from "../../adapters/chains/ton/sandbox-transport.ts"
 import { summarizeMessage, walletOf } from "../../adapters/chains/ton/transaction.ts"
 import type { TonTransport } from "../../adapters/chains/ton/transport.ts"
 import { deriveAddress, deriveSigningKey, type WalletKeyRef } from "../../domain/custody/derive.ts"
@@ -176,6 +181,83 @@ describe("TON adapter on @ton/sandbox", () => {
     const signed = await run(adapter.signTransfer(keyOf(0), nativeTo(receiver, toNano("0.1"))))
     blockchain.now = Math.floor(Date.now() / 1000) + message_ttl_seconds + 60
     expect((await run(adapter.transactionStatus(signed.tx_hash))).status).toBe("dropped")
-    expect(failureTag(await runExit(adapter.broadcast(signed.raw)))).toBe("BroadcastRejected")
+    expect(failureTag(await runExit(adapter.broadcast(signed.raw)))).toBe("TransactionExpired")
+  })
+})
+
+describe("TON adapter on a sandbox transport that holds messages for blocks", () => {
+  let blockchain: Blockchain
+  let transport: SandboxTonTransport
+  let adapter: ChainAdapter
+  const sender = addressOf(20)
+  const receiver = addressOf(21)
+
+  beforeAll(async () => {
+    blockchain = await Blockchain.create()
+    transport = makeSandboxTransport(blockchain, { hold_messages: true })
+    adapter = makeTonAdapter(transport)
+    const treasury = await blockchain.treasury("funder")
+    await treasury.send({ to: Address.parse(sender), value: toNano("10"), bounce: false })
+  })
+
+  const nativeTo = (to: string, amount: bigint): TransferIntent => ({ asset: native, to, amount })
+  const balanceOf = (address: string) => run(adapter.balance(address, native))
+  const statusOf = async (signed: SignedTransfer) =>
+    (await run(adapter.transactionStatus(signed.tx_hash))).status
+
+  test("a sent message is seen, moves nothing until its block, and lands in it", async () => {
+    const signed = await run(adapter.signTransfer(keyOf(20), nativeTo(receiver, toNano("1"))))
+    expect(await run(adapter.broadcast(signed.raw))).toEqual({ tx_hash: signed.tx_hash })
+    expect(await statusOf(signed)).toBe("seen")
+    expect(await balanceOf(receiver)).toBe(0n)
+    await transport.produceBlock(1)
+    expect(await statusOf(signed)).toBe("finalized")
+    expect(await balanceOf(receiver)).toBe(toNano("1"))
+  })
+
+  test("a message sent twice before its block runs once", async () => {
+    const before = await balanceOf(receiver)
+    const signed = await run(adapter.signTransfer(keyOf(20), nativeTo(receiver, toNano("0.5"))))
+    await run(adapter.broadcast(signed.raw))
+    await run(adapter.broadcast(signed.raw))
+    await transport.produceBlock(1)
+    expect(await statusOf(signed)).toBe("finalized")
+    expect(await balanceOf(receiver)).toBe(before + toNano("0.5"))
+    expect(await transport.getSeqno(Address.parse(sender))).toBe(signed.nonce + 1)
+  })
+
+  test("the seqno is checked at execution: the next seqno, sent first, lands in the block after", async () => {
+    const before = await balanceOf(receiver)
+    const first = await run(adapter.signTransfer(keyOf(20), nativeTo(receiver, toNano("0.1"))))
+    const second = await run(
+      adapter.signTransfer(keyOf(20), nativeTo(receiver, toNano("0.2")), { nonce: first.nonce + 1 }),
+    )
+    await run(adapter.broadcast(second.raw))
+    await run(adapter.broadcast(first.raw))
+    expect([await statusOf(first), await statusOf(second)]).toEqual(["seen", "seen"])
+    await transport.produceBlock(1)
+    expect([await statusOf(first), await statusOf(second)]).toEqual(["finalized", "seen"])
+    await transport.produceBlock(1)
+    expect(await statusOf(second)).toBe("finalized")
+    expect(await balanceOf(receiver)).toBe(before + toNano("0.3"))
+  })
+
+  test("a message whose valid_until passes before its block never lands and reads dropped", async () => {
+    const before = await balanceOf(sender)
+    const signed = await run(adapter.signTransfer(keyOf(20), nativeTo(receiver, toNano("0.1"))))
+    const valid_until = summarizeMessage(rawBytes(signed))?.valid_until ?? expect.fail()
+    blockchain.now = valid_until - 1
+    try {
+      await run(adapter.broadcast(signed.raw))
+      expect(await statusOf(signed)).toBe("seen")
+      await transport.produceBlock(1)
+      expect(blockchain.now).toBe(valid_until)
+      expect(await statusOf(signed)).toBe("dropped")
+      expect(await transport.landed(Address.parse(sender), signed.tx_hash)).toBeNull()
+      expect(failureTag(await runExit(adapter.broadcast(signed.raw)))).toBe("TransactionExpired")
+      expect(await balanceOf(sender)).toBe(before)
+    } finally {
+      blockchain.now = undefined
+    }
   })
 })

@@ -2,16 +2,23 @@
  * Goal: the sandbox's TON chain (src/chains/ton-sandbox.ts) is what the platform needs from a
  * `RunningChain`: USDT deployed as the platform jetton with the in-memory issuer as its admin, a
  * `fund` that mints jettons and tops up TON for fees (and refuses, loudly, a frozen owner), and a
- * gas probe whose fee estimate is emulated from a deployed wallet.
+ * gas probe whose fee estimate is emulated from a deployed wallet; and a block clock: a transfer is
+ * `seen` when sent and lands in a later block, until `stop`.
  */
 import { Address } from "@ton/core"
 import { Effect } from "effect"
-import { beforeAll, describe, expect, test } from "vitest"
+import { afterAll, beforeAll, describe, expect, test } from "vitest"
 import { jetton_wallet_code } from "../../adapters/chains/ton/jetton.ts"
-import { deriveAddress } from "../../domain/custody/derive.ts"
-import { startTonSandboxChain, type TonSandboxChain } from "../../src/chains/ton-sandbox.ts"
+import { deriveAddress, deriveSigningKey } from "../../domain/custody/derive.ts"
+import {
+  startTonSandboxChain,
+  type TonSandboxChain,
+  ton_sandbox_block_time_ms,
+} from "../../src/chains/ton-sandbox.ts"
 
-const owner = deriveAddress(new Uint8Array(64).fill(3), { chain: "ton", tenant_index: 0, wallet_index: 0 })
+const owner_seed = new Uint8Array(64).fill(3)
+const owner_ref = { chain: "ton", tenant_index: 0, wallet_index: 0 } as const
+const owner = deriveAddress(owner_seed, owner_ref)
 const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect)
 
 describe("the sandbox TON chain", () => {
@@ -21,6 +28,10 @@ describe("the sandbox TON chain", () => {
   beforeAll(async () => {
     ton = await startTonSandboxChain()
     usdt = ton.contracts.get("USDT") ?? ""
+  })
+
+  afterAll(async () => {
+    await ton?.stop()
   })
 
   test("USDT is the platform jetton, administered by the issuer, with nothing minted yet", async () => {
@@ -59,5 +70,26 @@ describe("the sandbox TON chain", () => {
     )
     expect(fee).toBeGreaterThan(0n)
     expect(fee).toBeLessThan(10_000_000n)
+  })
+
+  test("the chain makes a block a second: a transfer is seen when sent and lands in a block; stop ends blocks", async () => {
+    const key = deriveSigningKey(owner_seed, owner_ref)
+    const intent = { asset: { kind: "native" }, to: ton.gas_probe_address, amount: 1_000n } as const
+    const statusOf = async (tx_hash: string) => (await run(ton.adapter.transactionStatus(tx_hash))).status
+    const first = await run(ton.adapter.signTransfer(key, intent))
+    await run(ton.adapter.broadcast(first.raw))
+    expect(await statusOf(first.tx_hash)).toBe("seen")
+    const sent_at = Date.now()
+    while ((await statusOf(first.tx_hash)) === "seen") {
+      expect(Date.now() - sent_at).toBeLessThan(3 * ton_sandbox_block_time_ms)
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+    expect(await statusOf(first.tx_hash)).toBe("finalized")
+
+    await ton.stop()
+    const second = await run(ton.adapter.signTransfer(key, intent))
+    await run(ton.adapter.broadcast(second.raw))
+    await new Promise((resolve) => setTimeout(resolve, 2 * ton_sandbox_block_time_ms))
+    expect(await statusOf(second.tx_hash)).toBe("seen")
   })
 })

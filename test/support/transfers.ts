@@ -1,8 +1,9 @@
 /**
  * The on-chain transfer flow composed from real parts for tests: the PostgreSQL event store, the
  * ledger writer with the transfer hook, pg-boss on the shared pool, the chain adapters given (the EVM
- * adapter on anvil, the Solana adapter on LiteSVM) and custody keys from the BIP-39 test mnemonic.
- * The test files and the child worker process (transfer-worker-process.ts) compose it the same way.
+ * adapter on anvil, the Solana adapter on LiteSVM, the TON adapter on @ton/sandbox) and custody keys
+ * from the BIP-39 test mnemonic. The test files and the child worker process
+ * (transfer-worker-process.ts) compose it the same way.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import * as path from "node:path"
@@ -95,8 +96,11 @@ export async function composeTransfers(pool: pg.Pool, rpc_url: string): Promise<
   return { ...flow, adapter }
 }
 
-/** What the child worker sends on: the test's anvil, or the test's LiteSVM over the bridge. */
-export type WorkerProcessTarget = { readonly rpc_url: string } | { readonly solana_transport_url: string }
+/** What the child worker sends on: the test's anvil, or the test's LiteSVM or TON sandbox over a bridge. */
+export type WorkerProcessTarget =
+  | { readonly rpc_url: string }
+  | { readonly solana_transport_url: string }
+  | { readonly ton_transport_url: string }
 
 /**
  * Starts a transfer worker in its own process (transfer-worker-process.ts) and answers it with the

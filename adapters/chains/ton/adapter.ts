@@ -16,6 +16,8 @@
  * - `block_number` is the wallet transaction's logical time (lt), `block_hash` that transaction's
  *   hash: (account, lt, hash) is how TON locates a transaction, and the sandbox has no blocks.
  *   `blockNumber()` is the newest lt, and incoming transfer queries range over lt.
+ * - `TransactionExpired`: a message at or past its `valid_until` (the wallet refuses it from that
+ *   second on) is refused on broadcast: its persisted bytes can never land.
  * - `confirmations` is always 1 and a landed transaction is `finalized` at once: TON's masterchain
  *   commits shard blocks with BFT finality and never reorganises a committed block.
  * - `reverted`: the wallet's transaction failed, or it ran but sent nothing (IGNORE_ERRORS mode: the
@@ -45,6 +47,7 @@ import {
   QueryTooWide,
   type SignedTransfer,
   type SignOptions,
+  TransactionExpired,
   type TransactionStatus,
   type TransferIntent,
   TransferWouldRevert,
@@ -233,7 +236,11 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
    */
   const feeBound = (wallet: ReturnType<typeof walletOf>, transfer: WalletTransfer) =>
     Effect.gen(function* () {
-      const unsigned = signedTransfer(wallet, null, transfer)
+      // A message signed ahead of the wallet's seqno (the messages before it not landed yet) would be
+      // refused now for its seqno alone: its fee is emulated at the seqno the wallet expects.
+      const expected = (yield* call(() => transport.getSeqno(wallet.address))) ?? 0
+      const emulated = transfer.seqno > expected ? { ...transfer, seqno: expected } : transfer
+      const unsigned = signedTransfer(wallet, null, emulated)
       const outcome = yield* call(() => transport.emulate(wallet.address, unsigned))
       if (outcome.kind === "rejected")
         return yield* Effect.fail(new TransferWouldRevert({ reason: outcome.reason }))
@@ -293,10 +300,8 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
       if ((yield* call(() => transport.landed(summary.wallet, tx_hash))) !== null) return { tx_hash }
       const seqno = (yield* call(() => transport.getSeqno(summary.wallet))) ?? 0
       if (seqno > summary.seqno) return yield* Effect.fail(new NonceTooLow({ tx_hash, nonce: summary.seqno }))
-      if ((yield* call(() => transport.now())) > summary.valid_until) {
-        return yield* Effect.fail(
-          new BroadcastRejected({ tx_hash, reason: "the message's valid_until has passed" }),
-        )
+      if (expired(yield* call(() => transport.now()), summary.valid_until)) {
+        return yield* Effect.fail(new TransactionExpired({ tx_hash }))
       }
       const outcome = yield* call(() => transport.send(summary.message))
       if (outcome.kind === "accepted") return { tx_hash }
@@ -311,7 +316,7 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
   /**
    * A message this process never signed nor broadcast reads `dropped`: its hash alone does not name
    * its wallet (see the port change recommended in the README). Otherwise: landed, or `seen` while
-   * its seqno is unused and its `valid_until` not passed, else `dropped`.
+   * its seqno is unused and its `valid_until` not reached, else `dropped`.
    */
   const transactionStatus = (tx_hash: string): Effect.Effect<TransactionStatus> =>
     Effect.gen(function* () {
@@ -321,8 +326,8 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
       const landed = yield* landedNow()
       if (landed !== null) return yield* settledStatus(tx_hash, summary, landed)
       const seqno = (yield* call(() => transport.getSeqno(summary.wallet))) ?? 0
-      const expired = (yield* call(() => transport.now())) > summary.valid_until
-      if (seqno <= summary.seqno && !expired) return { status: "seen", tx_hash }
+      const now = yield* call(() => transport.now())
+      if (seqno <= summary.seqno && !expired(now, summary.valid_until)) return { status: "seen", tx_hash }
       // It may have landed between the two reads.
       const late = yield* landedNow()
       return late === null ? { status: "dropped", tx_hash } : yield* settledStatus(tx_hash, summary, late)
@@ -496,6 +501,11 @@ function proofOf(tx_hash: string, landed: LandedTransaction): InclusionProof {
 /** The user-friendly, URL-safe, non-bounceable form custody uses (`UQ...`). */
 function friendly(address: Address): string {
   return address.toString({ urlSafe: true, bounceable: false, testOnly: false })
+}
+
+/** The wallet refuses a message from its `valid_until` on (`valid_until <= now()` in its code). */
+function expired(now: number, valid_until: number): boolean {
+  return now >= valid_until
 }
 
 function ceilPercent(value: bigint, percent: bigint): bigint {

@@ -11,29 +11,67 @@
  *   that deposits made that way are seen by `incomingTransfers`;
  * - emulation for fee estimates: a snapshot of the sandbox, the message run with its signature
  *   check skipped, and the snapshot restored. Calls are serialized so that no send interleaves with
- *   an emulation.
+ *   an emulation;
+ * - optionally (`hold_messages`), blocks: the sandbox executes a message the moment it is sent, so a
+ *   transfer would land before its sender even asked for its status, unlike on any real chain. A
+ *   holding transport accepts an external message into a queue (once per message hash, like a
+ *   node's pool) and executes the queue only when its owner calls `produceBlock` (the sandbox chain
+ *   does so on a timer). Until then the message has not landed and its wallet's seqno is unused,
+ *   which the adapter reads as `seen`. The wallet's own checks (signature, seqno, `valid_until`)
+ *   run at execution, as a validator runs them: a message the wallet refuses stays queued for the
+ *   next block while it could still pass (its seqno not yet reached, as when a sender's next
+ *   message arrived before the one before it, and its `valid_until` ahead), and is dropped
+ *   otherwise, without a trace, like an expired message on a real chain.
  */
 import type { Address, Cell, TupleItem } from "@ton/core"
 import { type Blockchain, EmulationError, type SendMessageResult } from "@ton/sandbox"
-import { summarizeTransaction } from "./transaction.ts"
+import { assert } from "../../../domain/assert.ts"
+import { summarizeMessage, summarizeTransaction } from "./transaction.ts"
 import type { AccountStatus, LandedTransaction, SendOutcome, TonAccount, TonTransport } from "./transport.ts"
 
 const landed_record_count_max = 100_000
+/** The most external messages a holding transport keeps for the next block; more are rejected. */
+const held_message_count_max = 10_000
 
-/** The sandbox transport, with the one extra the sandbox chain needs. */
+export interface SandboxTransportOptions {
+  /** Hold sent messages until `produceBlock` instead of executing them at once; default false. */
+  readonly hold_messages?: boolean
+}
+
+/** The sandbox transport, with the extras the sandbox chain needs. */
 export interface SandboxTonTransport extends TonTransport {
   /**
    * Runs `action` (messages sent straight into the sandbox, e.g. from a treasury) between the
-   * transport's other calls, and records the transactions it caused.
+   * transport's other calls, and records the transactions it caused. It is never held.
    */
   readonly apply: (action: () => Promise<SendMessageResult>) => Promise<SendMessageResult>
+  /**
+   * Produces one block `elapsed_seconds` after the previous one: a clock a test pinned
+   * (`blockchain.now`) moves forward by that much (the wall clock moves by itself), then the held
+   * messages run in the order they arrived. Nothing to run without `hold_messages`.
+   */
+  readonly produceBlock: (elapsed_seconds: number) => Promise<void>
+}
+
+/** An external message waiting for its block. */
+interface HeldMessage {
+  readonly message: Cell
+  /** The wallet's seqno and valid_until, when it is a wallet message (`summarizeMessage`). */
+  readonly wallet: { readonly address: Address; readonly seqno: number; readonly valid_until: number } | null
 }
 
 /**
  * Wraps a sandbox blockchain.
  * @example const transport = makeSandboxTransport(await Blockchain.create())
+ * @example const held = makeSandboxTransport(blockchain, { hold_messages: true }); await held.produceBlock(1)
  */
-export function makeSandboxTransport(blockchain: Blockchain): SandboxTonTransport {
+export function makeSandboxTransport(
+  blockchain: Blockchain,
+  options: SandboxTransportOptions = {},
+): SandboxTonTransport {
+  const hold_messages = options.hold_messages ?? false
+  // Message hash -> the message, in arrival order.
+  const held = new Map<string, HeldMessage>()
   const by_message = new Map<string, LandedTransaction>()
   const by_account = new Map<string, Array<LandedTransaction>>()
   let record_count = 0
@@ -78,14 +116,51 @@ export function makeSandboxTransport(blockchain: Blockchain): SandboxTonTranspor
       return result
     })
 
+  /** Runs one external message now; a refusal by its destination (the wallet) is a value. */
+  const execute = async (message: Cell): Promise<SendOutcome> => {
+    try {
+      recordAll(await blockchain.sendMessage(message))
+      return { kind: "accepted" }
+    } catch (error) {
+      if (error instanceof EmulationError) return { kind: "rejected", reason: error.error }
+      throw error
+    }
+  }
+
+  /** Queues `message` for the next block, once per hash. */
+  const hold = (message: Cell): SendOutcome => {
+    const hash = message.hash().toString("hex")
+    if (held.has(hash)) return { kind: "accepted" }
+    if (held.size >= held_message_count_max) return { kind: "rejected", reason: "the message queue is full" }
+    const summary = summarizeMessage(message.toBoc())
+    const wallet =
+      summary === null
+        ? null
+        : { address: summary.wallet, seqno: summary.seqno, valid_until: summary.valid_until }
+    held.set(hash, { message, wallet })
+    return { kind: "accepted" }
+  }
+
   const send = (message: Cell) =>
-    serialized(async (): Promise<SendOutcome> => {
-      try {
-        recordAll(await blockchain.sendMessage(message))
-        return { kind: "accepted" }
-      } catch (error) {
-        if (error instanceof EmulationError) return { kind: "rejected", reason: error.error }
-        throw error
+    serialized(async (): Promise<SendOutcome> => (hold_messages ? hold(message) : await execute(message)))
+
+  const chainNow = () => blockchain.now ?? Math.floor(Date.now() / 1000)
+
+  /** Whether a refused message could pass in a later block: its seqno not reached, its time not up. */
+  const mayPassLater = async (wallet: HeldMessage["wallet"]) => {
+    if (wallet === null || chainNow() >= wallet.valid_until) return false
+    return ((await getSeqno(wallet.address)) ?? 0) <= wallet.seqno
+  }
+
+  const produceBlock = (elapsed_seconds: number) =>
+    serialized(async () => {
+      assert(Number.isInteger(elapsed_seconds) && elapsed_seconds >= 0, "a block's time is whole seconds")
+      if (blockchain.now !== undefined) blockchain.now += elapsed_seconds
+      const block = [...held]
+      held.clear()
+      for (const [hash, waiting] of block) {
+        const outcome = await execute(waiting.message)
+        if (outcome.kind === "rejected" && (await mayPassLater(waiting.wallet))) held.set(hash, waiting)
       }
     })
 
@@ -140,6 +215,7 @@ export function makeSandboxTransport(blockchain: Blockchain): SandboxTonTranspor
     publicKey,
     runGetMethod,
     apply,
+    produceBlock,
     emulate,
     send,
     landed: async (address, message_hash) => {
