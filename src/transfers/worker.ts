@@ -198,6 +198,19 @@ const replayGuards: { readonly [F in ChainFamily]: ReplayGuard } = {
   tron: lifetimeGuard,
 }
 
+/**
+ * Families whose nodes take a sender's transactions only in counter order: a TON node runs a wallet's
+ * external message against the wallet's state now, so seqno N + 1 is refused until N has landed
+ * (an EVM node queues a future nonce in its pool instead). There, a transfer is broadcast only once
+ * no earlier transfer of its sender is unresolved.
+ */
+const broadcastsInOrder: { readonly [F in ChainFamily]: boolean } = {
+  evm: false,
+  ton: true,
+  solana: false,
+  tron: false,
+}
+
 const signFailure = (error: InvalidChainAddress | InsufficientFundsForFee | TransferWouldRevert): Failure => {
   switch (error._tag) {
     case "InsufficientFundsForFee":
@@ -291,6 +304,17 @@ export function startTransferWorker(
     return await replayGuards[chainFamily(chain)](client, row, (options) =>
       Effect.runPromise(Effect.result(adapter.signTransfer(key, intent, options))),
     )
+  }
+
+  /** True when the family broadcasts in counter order and an earlier transfer of the sender is unresolved. */
+  const waitsForEarlierTransfer = async (row: TransferRow): Promise<boolean> => {
+    if (!broadcastsInOrder[chainFamily(row.chain as CustodyChain)] || row.nonce === null) return false
+    const earlier = await pool.query(
+      `select 1 from platform.chain_transfers
+        where chain = $1 and from_address = $2 and status = 'pending' and nonce < $3 limit 1`,
+      [row.chain, row.from_address, row.nonce],
+    )
+    return (earlier.rowCount ?? 0) > 0
   }
 
   /** Step 2: broadcast the persisted bytes; a refusal that can never pass fails the transfer. */
@@ -504,6 +528,7 @@ export function startTransferWorker(
     // from bytes in flight, like TON, would read `seen`); bytes the chain does not know (a crash
     // after the broadcast, before its record, or a node that forgot them) are sent again. Broadcasting
     // is idempotent either way.
+    if (row.broadcast_at === null && (await waitsForEarlierTransfer(row))) return "waiting"
     let status: TransactionStatus =
       row.broadcast_at === null
         ? { status: "dropped", tx_hash: row.tx_hash }
