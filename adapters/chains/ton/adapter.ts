@@ -54,6 +54,7 @@ import {
   jettonTransferBody,
   jettonWalletAddress,
   readInternalTransfer,
+  readJettonTransfer,
 } from "./jetton.ts"
 import {
   signedTransfer,
@@ -110,6 +111,8 @@ const message_memory_count_max = 10_000
 export function makeTonAdapter(transport: TonTransport): ChainAdapter {
   const call = <A>(run: () => Promise<A>) => Effect.promise(run)
   const messages = new Map<string, WalletMessageSummary>()
+  // Origin message hash -> the wallet that took it, for the incoming transfers read (see originOf).
+  const origins = new Map<string, Address>()
   const platform_minters = new Map<string, boolean>()
   const foreign_wallets = new Map<string, Address>()
 
@@ -309,14 +312,13 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
     })
 
   /**
-   * A message this process never signed nor broadcast reads `dropped`: its hash alone does not name
-   * its wallet (see the port change recommended in the README). Otherwise: landed, or `seen` while
-   * its seqno is unused and its `valid_until` not passed, else `dropped`.
+   * A message this process signed or broadcast: landed, or `seen` while its seqno is unused and its
+   * `valid_until` not passed, else `dropped`. Any other message: see `foreignStatus`.
    */
   const transactionStatus = (tx_hash: string): Effect.Effect<TransactionStatus> =>
     Effect.gen(function* () {
       const summary = messages.get(tx_hash)
-      if (summary === undefined) return { status: "dropped", tx_hash }
+      if (summary === undefined) return yield* foreignStatus(tx_hash)
       const landedNow = () => call(() => transport.landed(summary.wallet, tx_hash))
       const landed = yield* landedNow()
       if (landed !== null) return yield* settledStatus(tx_hash, summary, landed)
@@ -326,6 +328,29 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
       // It may have landed between the two reads.
       const late = yield* landedNow()
       return late === null ? { status: "dropped", tx_hash } : yield* settledStatus(tx_hash, summary, late)
+    })
+
+  /**
+   * A message this process neither signed nor broadcast: an outside sender's jetton transfer to a
+   * custody address, whose `tx_hash` is that sender's wallet message (`originOf`), or one signed
+   * before a restart. Its wallet is the one `incomingTransfers` walked back to; else the transport
+   * looks the message up by hash alone (the sandbox can, API v2 cannot). Landed, it settles as a
+   * signed one does, as a jetton transfer when its first message carries TEP-74's `transfer`; while
+   * that message has not landed, `confirmed`. Not found, it reads `dropped`: its seqno and expiry
+   * are not known here.
+   */
+  const foreignStatus = (tx_hash: string) =>
+    Effect.gen(function* () {
+      const wallet = origins.get(tx_hash)
+      const known = wallet === undefined ? null : yield* call(() => transport.landed(wallet, tx_hash))
+      const landed = known ?? (yield* call(() => transport.landedMessage(tx_hash)))
+      if (landed === null || landed.in_message_from !== null) return { status: "dropped", tx_hash } as const
+      const first = landed.outgoing[0]
+      if (landed.failed || first === undefined) return statusOf(tx_hash, landed)
+      const next = yield* call(() => transport.landed(Address.parseRaw(first.to), first.message_hash))
+      if (next === null) return { status: "confirmed", proof: proofOf(tx_hash, landed) } as const
+      const jetton = next.in_message_body !== null && readJettonTransfer(next.in_message_body) !== null
+      return jetton ? yield* jettonStatus(tx_hash, landed) : statusOf(tx_hash, landed)
     })
 
   /** A landed wallet message's status; a jetton transfer's follows its chain of messages. */
@@ -396,9 +421,10 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
         if (parent === undefined) return credit.hash
         current = parent
       }
-      return current.in_message_from === null && current.in_message_hash !== null
-        ? current.in_message_hash
-        : credit.hash
+      if (current.in_message_from !== null || current.in_message_hash === null) return credit.hash
+      // `transactionStatus` finds the message through its wallet, which its hash does not name.
+      remember(origins, current.in_message_hash, Address.parseRaw(current.account))
+      return current.in_message_hash
     })
 
   /**
