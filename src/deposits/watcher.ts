@@ -11,7 +11,7 @@
  * 2. Record, in one transaction with the cursor's advance: a new transfer is a `seen` row; a
  *    transfer seen again in another block moves its row there (see `planSightings`).
  * 3. Judge each `seen` row whose recorded block is `depth` deep: re-read its transaction's status
- *    and credit it only if it is final in that very block (`judgeSeenDeposit`); a transaction the
+ *    (at the row's log index: one TON message's transfers land in several blocks) and credit it only if it is final in that very block (`judgeSeenDeposit`); a transaction the
  *    chain lost (dropped, reverted on re-inclusion, or final elsewhere without this transfer)
  *    makes the row `orphaned`, never credited. A later scan that finds it again revives it.
  *
@@ -372,7 +372,7 @@ export function startDepositWatcher(
     let credited = 0
     let orphaned = 0
     for (const row of found.rows.map(fromDb)) {
-      const status = await run(watched.adapter.transactionStatus(row.tx_hash))
+      const status = await run(watched.adapter.transactionStatus(row.tx_hash, row.log_index))
       const verdict = judgeSeenDeposit(row, status, watched.finality_confirmations, next_block)
       if (verdict.kind === "credit") {
         // A refused credit must not hold up the rows behind it; it is tried again next scan.

@@ -6,11 +6,27 @@
 // and by however many watchers the chain is scanned; across a watcher restart with a fresh adapter;
 // never for the faucet's mints (internal transfers from the minter), another jetton's transfer, or
 // a transfer to an address that is not custody's.
-import { Address, beginCell, contractAddress, toNano } from "@ton/core"
+import {
+  Address,
+  beginCell,
+  contractAddress,
+  external,
+  internal,
+  SendMode,
+  storeMessage,
+  toNano,
+} from "@ton/core"
+import { keyPairFromSeed } from "@ton/crypto"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { makeTonAdapter } from "../../adapters/chains/ton/adapter.ts"
-import { jettonMintBody, jettonMinterInit } from "../../adapters/chains/ton/jetton.ts"
+import {
+  jettonMintBody,
+  jettonMinterInit,
+  jettonTransferBody,
+  jettonWalletAddress,
+} from "../../adapters/chains/ton/jetton.ts"
+import { walletOf } from "../../adapters/chains/ton/transaction.ts"
 import { deriveAddress, deriveSigningKey, type WalletKeyRef } from "../../domain/custody/derive.ts"
 import type { Asset } from "../../domain/money/asset.ts"
 import { startTonSandboxChain, type TonSandboxChain } from "../../src/chains/ton-sandbox.ts"
@@ -58,6 +74,42 @@ const sendFromOutside = async (to: string, amount: bigint, contract = usdt_minte
   const status = await run(outsider.transactionStatus(signed.tx_hash))
   if (status.status !== "finalized") throw new Error(`the outside transfer is ${status.status}`)
   return { tx_hash: signed.tx_hash, lt: status.proof.block_number, block_hash: status.proof.block_hash }
+}
+
+/**
+ * Sends several jetton transfers in ONE wallet message of the outside account, as an exchange's
+ * wallet batches its payouts (a v4 wallet carries up to four); answers the message's hash.
+ */
+const sendBatchFromOutside = async (payouts: ReadonlyArray<{ to: string; amount: bigint }>) => {
+  const key = deriveSigningKey(seed, outsideRef(0))
+  const wallet = walletOf(key.public_key)
+  const owner = Address.parse(outside)
+  const seqno = (await ton.transport.getSeqno(wallet.address)) ?? 0
+  const messages = payouts.map((payout, index) =>
+    internal({
+      to: jettonWalletAddress(owner, Address.parse(usdt_minter)),
+      value: toNano("0.05"),
+      bounce: true,
+      body: jettonTransferBody({
+        query_id: BigInt(seqno * 10 + index),
+        amount: payout.amount,
+        destination: Address.parse(payout.to),
+        response_destination: owner,
+        forward_ton_amount: 1n,
+      }),
+    }),
+  )
+  const body = await wallet.createTransfer({
+    seqno,
+    secretKey: keyPairFromSeed(Buffer.from(key.exposeSecret())).secretKey,
+    messages,
+    sendMode: SendMode.PAY_GAS_SEPARATELY + SendMode.IGNORE_ERRORS,
+  })
+  const message = beginCell()
+    .store(storeMessage(external({ to: wallet.address, init: seqno === 0 ? wallet.init : null, body })))
+    .endCell()
+  expect(await ton.transport.send(message)).toEqual({ kind: "accepted" })
+  return message.hash().toString("hex")
 }
 
 const depositRows = async () =>
@@ -213,6 +265,32 @@ describe("deposits (TON)", () => {
     await watcher.scanOnce()
     expect((await harness.rowsOf(wallet.wallet_id)).map((row) => row.status)).toEqual(["credited"])
     expect(await harness.balanceOf(wallet.wallet_id, usdt)).toBe(8_000_000n)
+    await watcher.stop()
+    expect(harness.errors).toEqual([])
+  })
+
+  it("credits each of several jetton transfers in one outside wallet message once, at its own place", async () => {
+    const first = await custodyWallet(7)
+    const second = await custodyWallet(8)
+    const watcher = harness.newWatcher([watched])
+    await watcher.scanOnce()
+    const tx_hash = await sendBatchFromOutside([
+      { to: first.address, amount: 1_100_000n },
+      { to: second.address, amount: 2_200_000n },
+      { to: first.address, amount: 3_300_000n },
+    ])
+    await watcher.scanOnce()
+    await watcher.scanOnce()
+
+    const rows = [...(await harness.rowsOf(first.wallet_id)), ...(await harness.rowsOf(second.wallet_id))]
+    expect(rows.map((row) => [row.status, row.tx_hash, row.log_index, row.amount])).toEqual([
+      ["credited", tx_hash, 0, 1_100_000n],
+      ["credited", tx_hash, 2, 3_300_000n],
+      ["credited", tx_hash, 1, 2_200_000n],
+    ])
+    expect(await harness.balanceOf(first.wallet_id, usdt)).toBe(4_400_000n)
+    expect(await harness.balanceOf(second.wallet_id, usdt)).toBe(2_200_000n)
+    expect(await harness.ledgerCreditsOf(first.wallet_id, usdt)).toBe(2)
     await watcher.stop()
     expect(harness.errors).toEqual([])
   })
