@@ -11,9 +11,10 @@
  * 2. Record, in one transaction with the cursor's advance: a new transfer is a `seen` row; a
  *    transfer seen again in another block moves its row there (see `planSightings`).
  * 3. Judge each `seen` row whose recorded block is `depth` deep: re-read its transaction's status
- *    (at the row's log index: one TON message's transfers land in several blocks) and credit it only if it is final in that very block (`judgeSeenDeposit`); a transaction the
- *    chain lost (dropped, reverted on re-inclusion, or final elsewhere without this transfer)
- *    makes the row `orphaned`, never credited. A later scan that finds it again revives it.
+ *    (at the row's log index: one TON message's transfers land in several blocks) and credit it
+ *    only if it is final in that very block (`judgeSeenDeposit`); a transaction the chain lost
+ *    (dropped, reverted on re-inclusion, or final elsewhere without this transfer) makes the row
+ *    `orphaned`, never credited. A later scan that finds it again revives it.
  *
  * Exactly once: the credit is one ledger transfer whose id and idempotency key derive from the
  * transfer's place on chain (model.ts), and its row becomes `credited` in the same transaction
@@ -21,10 +22,11 @@
  * second skips that scan); should they ever both credit, the ledger answers the second with the
  * first's result and writes nothing.
  *
- * Sandbox faucet mints (Transfer events from the zero address) are NOT deposits there: the faucet
+ * Sandbox faucet mints (Transfer events from the zero address on EVM, internal transfers from the
+ * jetton minter on TON; Solana's MintTo is no transfer at all) are NOT deposits there: the faucet
  * endpoint credits the wallet in the ledger itself and then mints the same tokens on the local chain
  * so that they can be sent. Crediting the mint again would count the money twice, so the sandbox's
- * watcher ignores senders in `ignore_from` (the zero address). Production watches every sender: a
+ * watcher ignores senders in `ignore_from` (the zero address, the minters). Production watches every sender: a
  * token issuer minting straight to a custody address is a real deposit.
  */
 import { Effect, Result } from "effect"

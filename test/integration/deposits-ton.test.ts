@@ -3,9 +3,10 @@
 // the ledger writer with the deposit hook), when the sender is an outside account whose wallet
 // message this process never signed nor broadcast (its own software, another adapter on the same
 // chain): on the first scan after the transfer lands (TON is final at depth 1); once, however often
-// and by however many watchers the chain is scanned; across a watcher restart with a fresh adapter;
-// never for the faucet's mints (internal transfers from the minter), another jetton's transfer, or
-// a transfer to an address that is not custody's.
+// and by however many watchers the chain is scanned; each of several transfers batched in one
+// wallet message at its own place; across a watcher restart with a fresh adapter, and through a
+// transport that cannot look a message up by hash; never for the faucet's mints (internal transfers
+// from the minter), another jetton's transfer, or a transfer to an address that is not custody's.
 import {
   Address,
   beginCell,
