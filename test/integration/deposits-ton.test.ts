@@ -4,12 +4,16 @@
 // message this process never signed nor broadcast (its own software, another adapter on the same
 // chain): on the first scan after the transfer lands (TON is final at depth 1); once, however often
 // and by however many watchers the chain is scanned; each of several transfers batched in one
-// wallet message at its own place; across a watcher restart with a fresh adapter, and through a
-// transport that cannot look a message up by hash; never for the faucet's mints (internal transfers
-// from the minter), another jetton's transfer, or a transfer to an address that is not custody's.
+// wallet message at its own place; one a contract started (relayed, three hops from a wallet
+// message); across a watcher restart with a fresh adapter, and through a transport that cannot look
+// a message up by hash; never for the faucet's mints (internal transfers from the minter), another
+// jetton's transfer, or a transfer to an address that is not custody's.
+import fs from "node:fs"
+import path from "node:path"
 import {
   Address,
   beginCell,
+  Cell,
   contractAddress,
   external,
   internal,
@@ -18,6 +22,7 @@ import {
   toNano,
 } from "@ton/core"
 import { keyPairFromSeed } from "@ton/crypto"
+import { compileFunc } from "@ton-community/func-js"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { makeTonAdapter } from "../../adapters/chains/ton/adapter.ts"
@@ -111,6 +116,38 @@ const sendBatchFromOutside = async (payouts: ReadonlyArray<{ to: string; amount:
     .endCell()
   expect(await ton.transport.send(message)).toEqual({ kind: "accepted" })
   return message.hash().toString("hex")
+}
+
+/**
+ * A contract that owns jettons and moves them when asked: it forwards the message body's reference
+ * to the address the body names, with the value it received. A jetton transfer it starts reaches
+ * custody three hops after a wallet message (caller's wallet, relay, relay's jetton wallet), so its
+ * chain cannot be walked back to one in two hops.
+ */
+const relay_source = `#pragma version >=0.4.0;
+() recv_internal(int msg_value, cell in_msg_full, slice in_msg_body) impure {
+  if (slice_empty?(in_msg_body)) { return (); }
+  slice to = in_msg_body~load_msg_addr();
+  cell body = in_msg_body~load_ref();
+  send_raw_message(begin_cell()
+    .store_uint(0x18, 6).store_slice(to).store_coins(0)
+    .store_uint(1, 1 + 4 + 4 + 64 + 32 + 1 + 1).store_ref(body)
+    .end_cell(), 64);
+}
+`
+
+const deployRelay = async (): Promise<Address> => {
+  const stdlib = fs.readFileSync(path.join(import.meta.dirname, "../../contracts/ton/stdlib.fc"), "utf8")
+  const compiled = await compileFunc({
+    targets: ["stdlib.fc", "relay.fc"],
+    sources: { "stdlib.fc": stdlib, "relay.fc": relay_source },
+  })
+  if (compiled.status === "error") throw new Error(compiled.message)
+  const init = { code: Cell.fromBase64(compiled.codeBoc), data: beginCell().endCell() }
+  const relay = contractAddress(0, init)
+  const deployer = await ton.blockchain.treasury("relay-deployer")
+  await ton.transport.apply(() => deployer.send({ to: relay, value: toNano("2"), init }))
+  return relay
 }
 
 const depositRows = async () =>
@@ -292,6 +329,40 @@ describe("deposits (TON)", () => {
     expect(await harness.balanceOf(first.wallet_id, usdt)).toBe(4_400_000n)
     expect(await harness.balanceOf(second.wallet_id, usdt)).toBe(2_200_000n)
     expect(await harness.ledgerCreditsOf(first.wallet_id, usdt)).toBe(2)
+    await watcher.stop()
+    expect(harness.errors).toEqual([])
+  })
+
+  it("credits once a jetton transfer a contract started (not walked back to a wallet message)", async () => {
+    const wallet = await custodyWallet(9)
+    const relay = await deployRelay()
+    await ton.fund(friendly(relay), "USDT", 50_000_000n)
+    const watcher = harness.newWatcher([watched])
+    await watcher.scanOnce()
+    const caller = await ton.blockchain.treasury("relay-caller")
+    const order = beginCell()
+      .storeAddress(jettonWalletAddress(relay, Address.parse(usdt_minter)))
+      .storeRef(
+        jettonTransferBody({
+          query_id: 1n,
+          amount: 6_000_000n,
+          destination: Address.parse(wallet.address),
+          response_destination: caller.address,
+          forward_ton_amount: 1n,
+        }),
+      )
+      .endCell()
+    await ton.transport.apply(() => caller.send({ to: relay, value: toNano("0.2"), body: order }))
+    expect(await run(ton.adapter.balance(wallet.address, token(usdt_minter)))).toBe(6_000_000n)
+    await watcher.scanOnce()
+    await watcher.scanOnce()
+
+    const rows = await harness.rowsOf(wallet.wallet_id)
+    expect(rows.map((row) => [row.status, row.from_address, row.amount])).toEqual([
+      ["credited", friendly(relay), 6_000_000n],
+    ])
+    expect(await harness.balanceOf(wallet.wallet_id, usdt)).toBe(6_000_000n)
+    expect(await harness.ledgerCreditsOf(wallet.wallet_id, usdt)).toBe(1)
     await watcher.stop()
     expect(harness.errors).toEqual([])
   })

@@ -338,18 +338,20 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
   /**
    * A message this process neither signed nor broadcast: an outside sender's jetton transfer to a
    * custody address, whose `tx_hash` is that sender's wallet message (`originOf`), or one signed
-   * before a restart. Its wallet is the one `incomingTransfers` walked back to; else the transport
-   * looks the message up by hash alone (the sandbox can, API v2 cannot). Landed, it settles as a
-   * signed one does, as a jetton transfer when its message at `log_index` carries TEP-74's
-   * `transfer`; while that message has not landed, `confirmed`. Not found, it reads `dropped`: its
-   * seqno and expiry are not known here.
+   * before a restart. Its account is the one `incomingTransfers` walked back to; else the transport
+   * looks the message up by hash alone (the sandbox can, API v2 cannot). A landed wallet message
+   * settles as a signed one does, as a jetton transfer when its message at `log_index` carries
+   * TEP-74's `transfer`; while that message has not landed, `confirmed`. A landed
+   * `internal_transfer` (a transfer a contract started, see `originOf`) is its own credit. Not
+   * found, it reads `dropped`: its seqno and expiry are not known here.
    */
   const foreignStatus = (tx_hash: string, log_index: number) =>
     Effect.gen(function* () {
       const wallet = origins.get(tx_hash)
       const known = wallet === undefined ? null : yield* call(() => transport.landed(wallet, tx_hash))
       const landed = known ?? (yield* call(() => transport.landedMessage(tx_hash)))
-      if (landed === null || landed.in_message_from !== null) return { status: "dropped", tx_hash } as const
+      if (landed === null) return { status: "dropped", tx_hash } as const
+      if (landed.in_message_from !== null) return creditStatus(tx_hash, landed)
       const sent = landed.outgoing[log_index]
       if (landed.failed || sent === undefined) return statusOf(tx_hash, landed)
       const next = yield* call(() => transport.landed(Address.parseRaw(sent.to), sent.message_hash))
@@ -406,13 +408,17 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
    * chain (the sender's wallet message, as `signTransfer` returned it), found by walking back from
    * the credit through the sending jetton wallet's transaction to the owner wallet's. Each parent
    * is found among its account's transactions just before the message's `created_lt`. A mint walks
-   * back to the issuer's message the same way; a chain that cannot be walked in two hops keeps the
-   * crediting transaction's hash. `log_index` is the index of the message the wallet sent it by
-   * (see the module comment); 0 for a chain not walked.
+   * back to the issuer's message the same way. A chain that cannot be walked back to a wallet
+   * message in two hops (a contract that owns jettons started it) is known by the credit's own
+   * inbound message, the `internal_transfer`. `log_index` is the index of the message the wallet
+   * sent it by (see the module comment); 0 for a chain not walked. The message's account is
+   * remembered: `transactionStatus` finds a message through it, its hash does not name it.
    */
   const originOf = (credit: LandedTransaction) =>
     Effect.gen(function* () {
-      const unwalked = { tx_hash: credit.hash, log_index: 0 }
+      const own = credit.in_message_hash
+      if (own !== null) remember(origins, own, Address.parseRaw(credit.account))
+      const unwalked = { tx_hash: own ?? credit.hash, log_index: 0 }
       let current = credit
       let log_index = 0
       for (let hop = 0; hop < jetton_hop_count; hop++) {
@@ -436,7 +442,6 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
         current = parent
       }
       if (current.in_message_from !== null || current.in_message_hash === null) return unwalked
-      // `transactionStatus` finds the message through its wallet, which its hash does not name.
       remember(origins, current.in_message_hash, Address.parseRaw(current.account))
       return { tx_hash: current.in_message_hash, log_index }
     })
@@ -491,6 +496,19 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
     blockNumber: () => call(() => transport.newestLt()),
     incomingTransfers,
   }
+}
+
+/**
+ * The status of an internal message taken as a jetton credit: `finalized` where the jetton wallet
+ * accepted the `internal_transfer`, `reverted` where it refused it; any other message is no
+ * transfer this adapter reported, `dropped`.
+ */
+function creditStatus(tx_hash: string, landed: LandedTransaction): TransactionStatus {
+  const body = landed.in_message_body
+  if (body === null || landed.in_message_bounced || readInternalTransfer(body) === null)
+    return { status: "dropped", tx_hash }
+  if (landed.failed) return { status: "reverted", proof: proofOf(tx_hash, landed) }
+  return { status: "finalized", proof: { ...proofOf(tx_hash, landed), log_index: 0 } }
 }
 
 function statusOf(tx_hash: string, landed: LandedTransaction): TransactionStatus {
