@@ -40,6 +40,7 @@ import { idPrefixes, newId } from "../platform/ids.ts"
 import {
   type ChainAdapter,
   type IncomingTransfer,
+  type IncomingTransfersQuery,
   incoming_addresses_max,
   incoming_block_range_max,
 } from "../ports/chain.ts"
@@ -176,6 +177,23 @@ export function startDepositWatcher(
     )
   }
 
+  /**
+   * Reads one page. A range the adapter finds too busy (an address with more transactions in it
+   * than one read returns) is read again in halves, down to single blocks: refused as a whole, it
+   * would be refused on every scan and the chain would never be read past it.
+   */
+  const readRange = async (
+    watched: WatchedChain,
+    query: IncomingTransfersQuery,
+  ): Promise<Array<IncomingTransfer>> => {
+    const read = await run(Effect.result(watched.adapter.incomingTransfers(query)))
+    if (Result.isSuccess(read)) return [...read.success]
+    if (read.failure._tag !== "QueryTooWide" || query.from_block >= query.to_block) throw read.failure
+    const middle = query.from_block + (query.to_block - query.from_block) / 2n
+    const lower = await readRange(watched, { ...query, to_block: middle })
+    return [...lower, ...(await readRange(watched, { ...query, from_block: middle + 1n }))]
+  }
+
   /** Reads incoming transfers of one token over [from, to], paged by the port's limits. */
   const readToken = async (
     watched: WatchedChain,
@@ -191,7 +209,7 @@ export function startDepositWatcher(
       for (let start = from; start <= to; start += range_max) {
         const end = minBig(to, start + range_max - 1n)
         const query = { contract: token.contract, addresses: chunk, from_block: start, to_block: end }
-        found.push(...(await run(watched.adapter.incomingTransfers(query))))
+        found.push(...(await readRange(watched, query)))
       }
     }
     return found

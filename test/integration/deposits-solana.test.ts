@@ -2,9 +2,9 @@
 // process, its USDC and USDT mints, no block clock: the test moves the slots) are credited exactly
 // once, with real parts (PostgreSQL, the ledger writer with the deposit hook): not before the
 // chain's finality depth (2 slots); once, however often and by however many watchers the chain is
-// scanned; across a watcher restart; never for the faucet's MintTo, another mint's transfer, a
-// transfer to an address that is not custody's, or a transfer that failed on chain (the custody
-// token account frozen).
+// scanned; across a watcher restart; when the custody address is too busy for one adapter read;
+// never for the faucet's MintTo, another mint's transfer, a transfer to an address that is not
+// custody's, or a transfer that failed on chain (the custody token account frozen).
 import { mnemonicToSeedSync } from "@scure/bip39"
 import type { Address } from "@solana/kit"
 import { Effect } from "effect"
@@ -199,6 +199,29 @@ describe("deposits (Solana)", () => {
     expect(await harness.outboxOf(wallet.wallet_id)).toEqual([])
     await watcher.stop()
     expect(harness.errors).toEqual([])
+  })
+
+  it("reads a custody address busier than one adapter read allows (over 1,000 transactions) in narrower ranges", async () => {
+    const wallet = await custodyWallet(5)
+    const watcher = harness.newWatcher([watched])
+    await watcher.scanOnce()
+    // 1,001 faucet mints reference the custody token account: more than the adapter reads at once.
+    // A block between two of them: with the clock off, a blockhash would outlive its 150 slots.
+    for (let i = 0; i < 1_001; i++) {
+      await local.fund(wallet.address, "USDC", 1n)
+      local.transport.advanceBlock()
+    }
+    const sent = await sendFromOutside(wallet.address, 12_000_000n)
+    local.transport.advanceSlots(BigInt(depth))
+    await watcher.scanOnce()
+
+    expect(harness.errors).toEqual([])
+    const rows = await harness.rowsOf(wallet.wallet_id)
+    expect(rows.map((row) => [row.status, row.tx_hash, row.amount])).toEqual([
+      ["credited", sent.tx_hash, 12_000_000n],
+    ])
+    expect(await harness.balanceOf(wallet.wallet_id, usdc)).toBe(12_000_000n)
+    await watcher.stop()
   })
 
   it("loses and doubles nothing when the watcher (and its process's adapter) is replaced mid-way", async () => {
