@@ -416,9 +416,12 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
    */
   const originOf = (credit: LandedTransaction) =>
     Effect.gen(function* () {
-      const own = credit.in_message_hash
-      if (own !== null) remember(origins, own, Address.parseRaw(credit.account))
-      const unwalked = { tx_hash: own ?? credit.hash, log_index: 0 }
+      const unwalked = () => {
+        const own = credit.in_message_hash
+        if (own === null) return { tx_hash: credit.hash, log_index: 0 }
+        remember(origins, own, Address.parseRaw(credit.account))
+        return { tx_hash: own, log_index: 0 }
+      }
       let current = credit
       let log_index = 0
       for (let hop = 0; hop < jetton_hop_count; hop++) {
@@ -437,11 +440,11 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
         const parent = window.find((landed) =>
           landed.outgoing.some((out) => out.message_hash === message_hash),
         )
-        if (parent === undefined) return unwalked
+        if (parent === undefined) return unwalked()
         log_index = parent.outgoing.findIndex((out) => out.message_hash === message_hash)
         current = parent
       }
-      if (current.in_message_from !== null || current.in_message_hash === null) return unwalked
+      if (current.in_message_from !== null || current.in_message_hash === null) return unwalked()
       remember(origins, current.in_message_hash, Address.parseRaw(current.account))
       return { tx_hash: current.in_message_hash, log_index }
     })
