@@ -11,9 +11,10 @@
  * 2. Record, in one transaction with the cursor's advance: a new transfer is a `seen` row; a
  *    transfer seen again in another block moves its row there (see `planSightings`).
  * 3. Judge each `seen` row whose recorded block is `depth` deep: re-read its transaction's status
- *    and credit it only if it is final in that very block (`judgeSeenDeposit`); a transaction the
- *    chain lost (dropped, reverted on re-inclusion, or final elsewhere without this transfer)
- *    makes the row `orphaned`, never credited. A later scan that finds it again revives it.
+ *    (at the row's log index: one TON message's transfers land in several blocks) and credit it
+ *    only if it is final in that very block (`judgeSeenDeposit`); a transaction the chain lost
+ *    (dropped, reverted on re-inclusion, or final elsewhere without this transfer) makes the row
+ *    `orphaned`, never credited. A later scan that finds it again revives it.
  *
  * Exactly once: the credit is one ledger transfer whose id and idempotency key derive from the
  * transfer's place on chain (model.ts), and its row becomes `credited` in the same transaction
@@ -21,10 +22,11 @@
  * second skips that scan); should they ever both credit, the ledger answers the second with the
  * first's result and writes nothing.
  *
- * Sandbox faucet mints (Transfer events from the zero address) are NOT deposits there: the faucet
+ * Sandbox faucet mints (Transfer events from the zero address on EVM, internal transfers from the
+ * jetton minter on TON; Solana's MintTo is no transfer at all) are NOT deposits there: the faucet
  * endpoint credits the wallet in the ledger itself and then mints the same tokens on the local chain
  * so that they can be sent. Crediting the mint again would count the money twice, so the sandbox's
- * watcher ignores senders in `ignore_from` (the zero address). Production watches every sender: a
+ * watcher ignores senders in `ignore_from` (the zero address, the minters). Production watches every sender: a
  * token issuer minting straight to a custody address is a real deposit.
  */
 import { Effect, Result } from "effect"
@@ -38,6 +40,7 @@ import { idPrefixes, newId } from "../platform/ids.ts"
 import {
   type ChainAdapter,
   type IncomingTransfer,
+  type IncomingTransfersQuery,
   incoming_addresses_max,
   incoming_block_range_max,
 } from "../ports/chain.ts"
@@ -174,6 +177,23 @@ export function startDepositWatcher(
     )
   }
 
+  /**
+   * Reads one page. A range the adapter finds too busy (an address with more transactions in it
+   * than one read returns) is read again in halves, down to single blocks: refused as a whole, it
+   * would be refused on every scan and the chain would never be read past it.
+   */
+  const readRange = async (
+    watched: WatchedChain,
+    query: IncomingTransfersQuery,
+  ): Promise<Array<IncomingTransfer>> => {
+    const read = await run(Effect.result(watched.adapter.incomingTransfers(query)))
+    if (Result.isSuccess(read)) return [...read.success]
+    if (read.failure._tag !== "QueryTooWide" || query.from_block >= query.to_block) throw read.failure
+    const middle = query.from_block + (query.to_block - query.from_block) / 2n
+    const lower = await readRange(watched, { ...query, to_block: middle })
+    return [...lower, ...(await readRange(watched, { ...query, from_block: middle + 1n }))]
+  }
+
   /** Reads incoming transfers of one token over [from, to], paged by the port's limits. */
   const readToken = async (
     watched: WatchedChain,
@@ -189,7 +209,7 @@ export function startDepositWatcher(
       for (let start = from; start <= to; start += range_max) {
         const end = minBig(to, start + range_max - 1n)
         const query = { contract: token.contract, addresses: chunk, from_block: start, to_block: end }
-        found.push(...(await run(watched.adapter.incomingTransfers(query))))
+        found.push(...(await readRange(watched, query)))
       }
     }
     return found
@@ -372,7 +392,7 @@ export function startDepositWatcher(
     let credited = 0
     let orphaned = 0
     for (const row of found.rows.map(fromDb)) {
-      const status = await run(watched.adapter.transactionStatus(row.tx_hash))
+      const status = await run(watched.adapter.transactionStatus(row.tx_hash, row.log_index))
       const verdict = judgeSeenDeposit(row, status, watched.finality_confirmations, next_block)
       if (verdict.kind === "credit") {
         // A refused credit must not hold up the rows behind it; it is tried again next scan.

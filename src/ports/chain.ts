@@ -182,8 +182,13 @@ export interface ChainAdapter {
     { readonly tx_hash: string },
     InsufficientFundsForFee | NonceTooLow | TransactionExpired | BroadcastRejected
   >
-  /** Where the transaction is now, with its proof once it is in a block. */
-  readonly transactionStatus: (tx_hash: string) => Effect.Effect<TransactionStatus>
+  /**
+   * Where the transaction is now, with its proof once it is in a block. `log_index`, as
+   * `incomingTransfers` reported it, picks which of the transaction's token transfers the proof
+   * locates where they land in different blocks (a TON wallet message with several jetton
+   * transfers); adapters whose transaction sits in one block ignore it. Default: the first.
+   */
+  readonly transactionStatus: (tx_hash: string, log_index?: number) => Effect.Effect<TransactionStatus>
   /** The on-chain balance of `address` in `asset`, in its smallest unit, at the newest block. */
   readonly balance: (address: string, asset: ChainAsset) => Effect.Effect<bigint, InvalidChainAddress>
   /** The newest block's number. */

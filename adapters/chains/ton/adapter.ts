@@ -25,8 +25,11 @@
  *   wallet refused it (see `jettonStatus`). A bounce by the recipient of native TON (a bounceable
  *   transfer to a contract that fails) is not followed: see the README.
  * - A jetton transfer's proof is the recipient jetton wallet's crediting transaction (its lt and
- *   hash, `log_index` 0): the TON counterpart of an EVM token's Transfer log. `tx_hash` stays the
- *   external message's hash.
+ *   hash): the TON counterpart of an EVM token's Transfer log. `tx_hash` stays the external
+ *   message's hash; `log_index` is the index, among the wallet transaction's internal messages, of
+ *   the one the transfer went out by: 0 for the platform's one-message transfers, each its own for
+ *   a wallet message carrying several (an exchange's batched payouts), which land in several
+ *   transactions; `transactionStatus` follows the one its `log_index` names.
  * - A recipient's user-friendly form decides `bounce`: bounceable (`EQ...`) bounces, non-bounceable
  *   (`UQ...`) and raw (`0:...`) do not, so coins sent to a wallet not yet deployed stay there.
  */
@@ -57,6 +60,7 @@ import {
   jettonTransferBody,
   jettonWalletAddress,
   readInternalTransfer,
+  readJettonTransfer,
 } from "./jetton.ts"
 import {
   signedTransfer,
@@ -113,6 +117,8 @@ const message_memory_count_max = 10_000
 export function makeTonAdapter(transport: TonTransport): ChainAdapter {
   const call = <A>(run: () => Promise<A>) => Effect.promise(run)
   const messages = new Map<string, WalletMessageSummary>()
+  // Origin message hash -> the wallet that took it, for the incoming transfers read (see originOf).
+  const origins = new Map<string, Address>()
   const platform_minters = new Map<string, boolean>()
   const foreign_wallets = new Map<string, Address>()
 
@@ -314,30 +320,61 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
     })
 
   /**
-   * A message this process never signed nor broadcast reads `dropped`: its hash alone does not name
-   * its wallet (see the port change recommended in the README). Otherwise: landed, or `seen` while
-   * its seqno is unused and its `valid_until` not reached, else `dropped`.
+   * A message this process signed or broadcast: landed, or `seen` while its seqno is unused and its
+   * `valid_until` not reached, else `dropped`. Any other message: see `foreignStatus`.
    */
-  const transactionStatus = (tx_hash: string): Effect.Effect<TransactionStatus> =>
+  const transactionStatus = (tx_hash: string, log_index = 0): Effect.Effect<TransactionStatus> =>
     Effect.gen(function* () {
       const summary = messages.get(tx_hash)
-      if (summary === undefined) return { status: "dropped", tx_hash }
+      if (summary === undefined) return yield* foreignStatus(tx_hash, log_index)
       const landedNow = () => call(() => transport.landed(summary.wallet, tx_hash))
       const landed = yield* landedNow()
-      if (landed !== null) return yield* settledStatus(tx_hash, summary, landed)
+      if (landed !== null) return yield* settledStatus(tx_hash, summary, landed, log_index)
       const seqno = (yield* call(() => transport.getSeqno(summary.wallet))) ?? 0
       const now = yield* call(() => transport.now())
       if (seqno <= summary.seqno && !expired(now, summary.valid_until)) return { status: "seen", tx_hash }
       // It may have landed between the two reads.
       const late = yield* landedNow()
-      return late === null ? { status: "dropped", tx_hash } : yield* settledStatus(tx_hash, summary, late)
+      return late === null
+        ? { status: "dropped", tx_hash }
+        : yield* settledStatus(tx_hash, summary, late, log_index)
+    })
+
+  /**
+   * A message this process neither signed nor broadcast: an outside sender's jetton transfer to a
+   * custody address, whose `tx_hash` is that sender's wallet message (`originOf`), or one signed
+   * before a restart. Its account is the one `incomingTransfers` walked back to; else the transport
+   * looks the message up by hash alone (the sandbox can, API v2 cannot). A landed wallet message
+   * settles as a signed one does, as a jetton transfer when its message at `log_index` carries
+   * TEP-74's `transfer`; while that message has not landed, `confirmed`. A landed
+   * `internal_transfer` (a transfer a contract started, see `originOf`) is its own credit. Not
+   * found, it reads `dropped`: its seqno and expiry are not known here.
+   */
+  const foreignStatus = (tx_hash: string, log_index: number) =>
+    Effect.gen(function* () {
+      const wallet = origins.get(tx_hash)
+      const known = wallet === undefined ? null : yield* call(() => transport.landed(wallet, tx_hash))
+      const landed = known ?? (yield* call(() => transport.landedMessage(tx_hash)))
+      if (landed === null) return { status: "dropped", tx_hash } as const
+      if (landed.in_message_from !== null) return creditStatus(tx_hash, landed)
+      const sent = landed.outgoing[log_index]
+      if (landed.failed || sent === undefined) return statusOf(tx_hash, landed)
+      const next = yield* call(() => transport.landed(Address.parseRaw(sent.to), sent.message_hash))
+      if (next === null) return { status: "confirmed", proof: proofOf(tx_hash, landed) } as const
+      const jetton = next.in_message_body !== null && readJettonTransfer(next.in_message_body) !== null
+      return jetton ? yield* jettonStatus(tx_hash, landed, log_index) : statusOf(tx_hash, landed)
     })
 
   /** A landed wallet message's status; a jetton transfer's follows its chain of messages. */
-  const settledStatus = (tx_hash: string, summary: WalletMessageSummary, landed: LandedTransaction) =>
+  const settledStatus = (
+    tx_hash: string,
+    summary: WalletMessageSummary,
+    landed: LandedTransaction,
+    log_index: number,
+  ) =>
     summary.jetton === null || landed.failed || landed.outgoing.length === 0
       ? Effect.succeed(statusOf(tx_hash, landed))
-      : jettonStatus(tx_hash, landed)
+      : jettonStatus(tx_hash, landed, log_index)
 
   /**
    * A jetton transfer is two hops past the sender's wallet: the sender's jetton wallet (which
@@ -346,13 +383,13 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
    * transaction as the proof (the TON counterpart of an EVM Transfer log); `reverted` when either
    * jetton wallet refused (the jettons bounced back, or never left), with the refusing transaction
    * as the proof; `confirmed` while a hop has not landed yet (the sender's wallet transaction is in
-   * a block, the outcome is not known).
+   * a block, the outcome is not known). The wallet's message at `log_index` starts the chain.
    */
-  const jettonStatus = (tx_hash: string, wallet_transaction: LandedTransaction) =>
+  const jettonStatus = (tx_hash: string, wallet_transaction: LandedTransaction, log_index: number) =>
     Effect.gen(function* () {
       let current = wallet_transaction
       for (let hop = 0; hop < jetton_hop_count; hop++) {
-        const message = current.outgoing[0]
+        const message = current.outgoing[hop === 0 ? log_index : 0]
         if (message === undefined) return { status: "reverted", proof: proofOf(tx_hash, current) } as const
         const next = yield* call(() => transport.landed(Address.parseRaw(message.to), message.message_hash))
         if (next === null) return { status: "confirmed", proof: proofOf(tx_hash, current) } as const
@@ -361,7 +398,7 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
       }
       const credit = current.in_message_body === null ? null : readInternalTransfer(current.in_message_body)
       if (credit === null) return { status: "reverted", proof: proofOf(tx_hash, current) } as const
-      return { status: "finalized", proof: { ...proofOf(tx_hash, current), log_index: 0 } } as const
+      return { status: "finalized", proof: { ...proofOf(tx_hash, current), log_index } } as const
     })
 
   const balance = (address: string, asset: ChainAsset) =>
@@ -376,12 +413,22 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
    * chain (the sender's wallet message, as `signTransfer` returned it), found by walking back from
    * the credit through the sending jetton wallet's transaction to the owner wallet's. Each parent
    * is found among its account's transactions just before the message's `created_lt`. A mint walks
-   * back to the issuer's message the same way; a chain that cannot be walked in two hops keeps the
-   * crediting transaction's hash.
+   * back to the issuer's message the same way. A chain that cannot be walked back to a wallet
+   * message in two hops (a contract that owns jettons started it) is known by the credit's own
+   * inbound message, the `internal_transfer`. `log_index` is the index of the message the wallet
+   * sent it by (see the module comment); 0 for a chain not walked. The message's account is
+   * remembered: `transactionStatus` finds a message through it, its hash does not name it.
    */
   const originOf = (credit: LandedTransaction) =>
     Effect.gen(function* () {
+      const unwalked = () => {
+        const own = credit.in_message_hash
+        if (own === null) return { tx_hash: credit.hash, log_index: 0 }
+        remember(origins, own, Address.parseRaw(credit.account))
+        return { tx_hash: own, log_index: 0 }
+      }
       let current = credit
+      let log_index = 0
       for (let hop = 0; hop < jetton_hop_count; hop++) {
         const source = current.in_message_from
         const message_hash = current.in_message_hash
@@ -398,12 +445,13 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
         const parent = window.find((landed) =>
           landed.outgoing.some((out) => out.message_hash === message_hash),
         )
-        if (parent === undefined) return credit.hash
+        if (parent === undefined) return unwalked()
+        log_index = parent.outgoing.findIndex((out) => out.message_hash === message_hash)
         current = parent
       }
-      return current.in_message_from === null && current.in_message_hash !== null
-        ? current.in_message_hash
-        : credit.hash
+      if (current.in_message_from !== null || current.in_message_hash === null) return unwalked()
+      remember(origins, current.in_message_hash, Address.parseRaw(current.account))
+      return { tx_hash: current.in_message_hash, log_index }
     })
 
   /**
@@ -437,8 +485,11 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
         for (const transaction of landed) {
           const credit = minter === null ? nativeCredit(transaction) : jettonCredit(transaction)
           if (credit === null) continue
-          const tx_hash = minter === null ? credit.proof.tx_hash : yield* originOf(transaction)
-          found.push({ contract: query.contract, to: text, ...credit, proof: { ...credit.proof, tx_hash } })
+          const origin =
+            minter === null
+              ? { tx_hash: credit.proof.tx_hash, log_index: credit.proof.log_index }
+              : yield* originOf(transaction)
+          found.push({ contract: query.contract, to: text, ...credit, proof: { ...credit.proof, ...origin } })
         }
       }
       return found.sort((a, b) => (a.proof.block_number < b.proof.block_number ? -1 : 1))
@@ -453,6 +504,19 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
     blockNumber: () => call(() => transport.newestLt()),
     incomingTransfers,
   }
+}
+
+/**
+ * The status of an internal message taken as a jetton credit: `finalized` where the jetton wallet
+ * accepted the `internal_transfer`, `reverted` where it refused it; any other message is no
+ * transfer this adapter reported, `dropped`.
+ */
+function creditStatus(tx_hash: string, landed: LandedTransaction): TransactionStatus {
+  const body = landed.in_message_body
+  if (body === null || landed.in_message_bounced || readInternalTransfer(body) === null)
+    return { status: "dropped", tx_hash }
+  if (landed.failed) return { status: "reverted", proof: proofOf(tx_hash, landed) }
+  return { status: "finalized", proof: { ...proofOf(tx_hash, landed), log_index: 0 } }
 }
 
 function statusOf(tx_hash: string, landed: LandedTransaction): TransactionStatus {

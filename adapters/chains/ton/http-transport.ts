@@ -9,6 +9,8 @@
  *   a wallet busier than that between broadcast and status read makes an old message read as not
  *   landed (toncenter's API v3 can find a transaction by message hash; a port change would let the
  *   adapter keep the wallet's seqno to narrow the search).
+ * - `landedMessage` (a message whose wallet is not known) answers null: v2 cannot search by message
+ *   hash alone. The adapter remembers the wallets of the incoming transfers it read instead.
  * - The API refuses an external message the wallet would not accept with an HTTP error; an error
  *   naming the external message becomes `rejected`, any other is a fault.
  */
@@ -125,6 +127,9 @@ export function makeHttpTransport(config: TonHttpConfig): TonTransport {
       const summaries = newest.map((transaction) => summarizeTransaction(address, transaction))
       return summaries.find((landed) => landed.in_message_hash === message_hash) ?? null
     },
+    // API v2 finds a transaction by its account only; toncenter's API v3 (`transactionsByMessage`)
+    // could search by message hash alone.
+    landedMessage: async () => null,
     transactionsOf,
   }
 }

@@ -222,6 +222,7 @@ export function makeSandboxTransport(
       const landed = by_message.get(message_hash)
       return landed !== undefined && landed.account === address.toRawString() ? landed : null
     },
+    landedMessage: async (message_hash) => by_message.get(message_hash) ?? null,
     transactionsOf: async (address, from_lt, to_lt, limit) =>
       (by_account.get(address.toRawString()) ?? [])
         .filter((landed) => landed.lt >= from_lt && landed.lt <= to_lt)

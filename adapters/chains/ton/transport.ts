@@ -104,6 +104,12 @@ export interface TonTransport {
   /** The transaction of `address` whose inbound message has `message_hash`; null when none (yet). */
   readonly landed: (address: Address, message_hash: string) => Promise<LandedTransaction | null>
   /**
+   * The transaction, on any account, whose inbound message has `message_hash`: how a message whose
+   * wallet is not known (an outside sender's, or one signed before a restart) is found. Null when
+   * none landed, or when the transport cannot search by message hash alone (API v2).
+   */
+  readonly landedMessage: (message_hash: string) => Promise<LandedTransaction | null>
+  /**
    * Transactions of `address` with lt in `from_lt..to_lt` (inclusive), in chain order, the oldest
    * first; at most `limit` of them.
    */
