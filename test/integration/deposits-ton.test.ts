@@ -155,7 +155,8 @@ const depositRows = async () =>
 
 beforeAll(async () => {
   harness = await depositHarness("ten_deposits_ton")
-  ton = await startTonSandboxChain()
+  // Blocks on demand: a transfer lands when sent, so each test decides when the watcher scans.
+  ton = await startTonSandboxChain({ block_time_ms: 0 })
   usdt_minter = ton.contracts.get("USDT") ?? ""
   outsider = makeTonAdapter(ton.transport)
   await ton.fund(outside, "USDT", 1_000_000_000n)
@@ -189,6 +190,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await harness?.close()
+  await ton?.stop()
 })
 
 describe("deposits (TON)", () => {
