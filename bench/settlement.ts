@@ -7,8 +7,10 @@
  * DATA_DIR with one local chain per family (BENCH_CHAINS, default `ethereum,solana,ton`; a chain
  * the platform does not run is reported as skipped), a webhook receiver in this process that
  * verifies every signature, and one tenant subscribed to `payment.completed` and `payment.failed`.
- * Per chain it creates BENCH_WALLETS sending wallets (default 10) funded by the sandbox faucet (on
- * chain) and two recipient wallets, then sends BENCH_TRANSFERS transfers (default 200) at
+ * Per chain it creates BENCH_WALLETS sending wallets (default 30) funded by the sandbox faucet (on
+ * chain) and two recipient wallets (30 because a TON wallet takes its transfers one seqno at a time,
+ * each after the previous has landed: one wallet sends at most about one transfer per block, so at
+ * 10/s with 1 s blocks 10 wallets would queue; spread over 30, each sends one every 3 s), then sends BENCH_TRANSFERS transfers (default 200) at
  * BENCH_RATE per second (default 10), round-robin over the senders, one chain after the other
  * (each family measured on the machine's whole capacity; BENCH_PARALLEL=1 loads all at once).
  * The latency of a transfer is the time from just before its `POST /api/v2/transfers` to the moment
@@ -47,7 +49,7 @@ import {
 
 const chains_wanted = (process.env.BENCH_CHAINS ?? "ethereum,solana,ton").split(",").map((c) => c.trim())
 const transfers_per_chain = Number(process.env.BENCH_TRANSFERS ?? 200)
-const wallets_per_chain = Number(process.env.BENCH_WALLETS ?? 10)
+const wallets_per_chain = Number(process.env.BENCH_WALLETS ?? 30)
 const rate_per_s = Number(process.env.BENCH_RATE ?? 10)
 const wait_seconds = Number(process.env.BENCH_WAIT_SECONDS ?? 120)
 const keep_data = process.env.BENCH_KEEP_DATA === "1"
