@@ -1,6 +1,6 @@
-// Proves that no key material reaches a tenant or an operator's log: the real platform process (one
-// local ethereum, debug logging) serves a tenant that creates wallets on all ten chains, funds one,
-// pays socially and sends on chain; then the test recovers the secrets on its own (the KEK from the
+// Proves that no key material reaches a tenant or an operator's log: the real platform process (a
+// local ethereum, Solana and TON; debug logging) serves a tenant that creates wallets on all ten
+// chains, funds them, pays socially and sends on chain on each of the three families that run here; then the test recovers the secrets on its own (the KEK from the
 // platform's DATA_DIR, the master mnemonic and seed from its database, every wallet's private key by
 // derivation) and searches every response body, every header and the process's whole output for
 // each of them in every encoding a leak would likely take.
@@ -110,7 +110,12 @@ const keep = <T>(response: ApiResponse<T>): ApiResponse<T> => {
 }
 
 beforeAll(async () => {
-  platform = await startPlatform({ SANDBOX_EVM_CHAINS: "ethereum", LOG_LEVEL: "debug" })
+  platform = await startPlatform({
+    SANDBOX_EVM_CHAINS: "ethereum",
+    SANDBOX_SOLANA: "true",
+    SANDBOX_TON: "true",
+    LOG_LEVEL: "debug",
+  })
   ;({ client, credentials } = await registerTenant(platform.url))
   collected.push(JSON.stringify(credentials))
 })
@@ -190,27 +195,49 @@ describe("a tenant's whole journey", () => {
         }),
       ),
     )
-    const requested = expectOk(
-      keep(
-        await client.post<typeof ChainTransfer.Type>("/api/v2/transfers", {
-          from_wallet: sender.wallet_id,
-          to_address: privateKeyToAccount(generatePrivateKey()).address,
-          amount: "10",
-          token: "USDC",
-          chain: "ethereum",
-        }),
-      ),
-      202,
-    )
-    const started = Date.now()
-    let current = requested
-    while (current.status === "pending" && Date.now() - started < completion_wait_ms_max) {
-      await new Promise((resolve) => setTimeout(resolve, 200))
-      current = expectOk(
-        keep(await client.get<typeof ChainTransfer.Type>(`/api/v2/transfers/${requested.transaction_id}`)),
+    // One on-chain transfer per family that runs here, each to another custody wallet of its chain.
+    const sendOnChain = async (chain: CustodyChain, token: string) => {
+      const from = wallets.find((wallet) => wallet.chain === chain) as WalletView
+      const to = expectOk(
+        keep(
+          await client.post<WalletView>("/api/v1/wallets", {
+            external_id: `leak-${chain}-recipient`,
+            label: `${chain} recipient`,
+            chain,
+          }),
+        ),
+        201,
       )
+      wallets.push(to)
+      if (chain !== "ethereum")
+        keep(await client.post("/api/v1/sandbox/faucet", { wallet_id: from.wallet_id, token, amount: "100" }))
+      const requested = expectOk(
+        keep(
+          await client.post<typeof ChainTransfer.Type>("/api/v2/transfers", {
+            from_wallet: from.wallet_id,
+            to_address: chain === "ethereum" ? privateKeyToAccount(generatePrivateKey()).address : to.address,
+            amount: "10",
+            token,
+            chain,
+          }),
+        ),
+        202,
+      )
+      const started = Date.now()
+      let current = requested
+      while (current.status === "pending" && Date.now() - started < completion_wait_ms_max) {
+        await new Promise((resolve) => setTimeout(resolve, 200))
+        current = expectOk(
+          keep(await client.get<typeof ChainTransfer.Type>(`/api/v2/transfers/${requested.transaction_id}`)),
+        )
+      }
+      expect(current.status, `${chain} transfer`).toBe("completed")
     }
-    expect(current.status).toBe("completed")
+    await Promise.all([
+      sendOnChain("ethereum", "USDC"),
+      sendOnChain("solana", "USDC"),
+      sendOnChain("ton", "USDT"),
+    ])
 
     const reads = [
       "/api/v1/wallets?limit=100",
@@ -249,7 +276,7 @@ describe("a tenant's whole journey", () => {
       ...hexSecrets("entropy", mnemonicToEntropy(mnemonic, wordlist)),
       ...byteSecrets("KEK", kek),
     ]
-    expect(wallets).toHaveLength(chains.length + 1)
+    expect(wallets).toHaveLength(chains.length + 4)
     for (const wallet of wallets) {
       const found = await pool.query<{ derivation_index: number }>(
         "select derivation_index from platform.wallets where wallet_id = $1",
