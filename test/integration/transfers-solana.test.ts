@@ -20,27 +20,17 @@ import {
   solana_sandbox_finality_confirmations,
   startSolanaSandbox,
 } from "../../src/chains/solana-sandbox.ts"
-import {
-  ensureAccounts,
-  faucetAccount,
-  faucetAccountId,
-  ledgerOf,
-  walletAccount,
-  walletAccountId,
-} from "../../src/platform/accounts.ts"
+import { ledgerOf, walletAccountId } from "../../src/platform/accounts.ts"
 import type { ChainAdapter } from "../../src/ports/chain.ts"
-import { custodyAccountId, fromDb, type TransferRow } from "../../src/transfers/model.ts"
-import { type RequestDeps, requestTransfer, type SourceWallet } from "../../src/transfers/request.ts"
+import { custodyAccountId } from "../../src/transfers/model.ts"
+import type { SourceWallet } from "../../src/transfers/request.ts"
 import { chainRoutes } from "../../src/transfers/routes.ts"
 import { verifyTransfer } from "../../src/transfers/verify.ts"
-import {
-  startTransferWorker,
-  type TransferWorker,
-  type TransferWorkerOptions,
-} from "../../src/transfers/worker.ts"
+import { startTransferWorker, type TransferWorkerOptions } from "../../src/transfers/worker.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { test_mnemonic } from "../support/evm.ts"
 import { serveSolanaTransport } from "../support/solana-bridge.ts"
+import { onceBeforeBroadcast, transferKit } from "../support/transfer-kit.ts"
 import {
   composeTransferFlow,
   job_expire_seconds,
@@ -62,7 +52,6 @@ let db: TestDatabase
 let local: SolanaSandboxChain
 let flow: TransferFlow
 let contract: Address
-let deps: RequestDeps
 
 const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect)
 const ref = (wallet_index: number, tenant_index = 0): WalletKeyRef => ({
@@ -77,6 +66,29 @@ const solBalance = (address: string) => run(local.adapter.balance(address, { kin
 const sandboxRoutes = (adapter: ChainAdapter) => chainRoutes({ sandbox: new Map([["solana", adapter]]) })
 
 /** A custody wallet with USDC (and SOL for fees) on chain, and the same USDC in the ledger. */
+const worker_options: TransferWorkerOptions = {
+  poll_interval_ms: 100,
+  poll_count_max: 100,
+  worker_count: 2,
+  job_expire_seconds,
+}
+const kit = transferKit({ tenant_id, asset, funding, settle_wait_ms_max, worker_options }, () => ({
+  db,
+  flow,
+  contract,
+}))
+const {
+  request,
+  account,
+  available,
+  loadRow,
+  settled,
+  withWorker,
+  outboxEvents,
+  ledgerEventsOf,
+  expectReleased,
+} = kit
+
 const fundedWallet = async (wallet_index: number): Promise<SourceWallet> => {
   const address = addressOf(wallet_index)
   const wallet: SourceWallet = {
@@ -87,138 +99,8 @@ const fundedWallet = async (wallet_index: number): Promise<SourceWallet> => {
     wallet_index,
   }
   await local.fund(address, "USDC", funding)
-  const context = { actor: "test", correlation_id: "fund" }
-  await run(
-    ensureAccounts(
-      flow.writer,
-      ledger,
-      [faucetAccount(asset), walletAccount(wallet.wallet_id, asset)],
-      context,
-    ),
-  )
-  await run(
-    flow.writer.execute(
-      ledger,
-      {
-        type: "CreateTransfers",
-        group_id: null,
-        transfers: [
-          {
-            transfer_id: `fund:${wallet.wallet_id}`,
-            debit_account_id: faucetAccountId(asset),
-            credit_account_id: walletAccountId(wallet.wallet_id, asset),
-            amount: funding,
-            code: 200,
-            user_data: null,
-          },
-        ],
-        now_ms: Date.now(),
-      },
-      context,
-    ),
-  )
+  await kit.creditLedger(wallet)
   return wallet
-}
-
-const request = (wallet: SourceWallet, to_address: string, amount: bigint) =>
-  run(
-    requestTransfer(deps, {
-      tenant_id,
-      environment: "sandbox",
-      wallet,
-      to_address,
-      amount,
-      token: { asset, contract },
-      idempotency_key: null,
-      actor: "test",
-      correlation_id: "transfer",
-      now_ms: Date.now(),
-    }),
-  )
-
-const account = async (account_id: string) => {
-  const { state } = await run(flow.writer.snapshot(ledger))
-  const found = state.accounts.get(account_id)
-  if (found === undefined) throw new Error(`no account ${account_id}`)
-  return found
-}
-
-const available = async (wallet: SourceWallet) => {
-  const payer = await account(walletAccountId(wallet.wallet_id, asset))
-  return payer.credits_posted - payer.debits_posted - payer.debits_pending
-}
-
-const loadRow = async (transfer_id: string): Promise<TransferRow> => {
-  const found = await db.pool.query("select * from platform.chain_transfers where transfer_id = $1", [
-    transfer_id,
-  ])
-  return fromDb(found.rows[0])
-}
-
-/** Waits until a worker settled the transfer; bounded. */
-const settled = async (transfer_id: string): Promise<TransferRow> => {
-  const deadline = Date.now() + settle_wait_ms_max
-  for (;;) {
-    const row = await loadRow(transfer_id)
-    if (row.status !== "pending") return row
-    if (Date.now() > deadline) throw new Error(`transfer ${transfer_id} still pending`)
-    await new Promise((resolve) => setTimeout(resolve, 100))
-  }
-}
-
-const worker_options: TransferWorkerOptions = {
-  poll_interval_ms: 100,
-  poll_count_max: 100,
-  worker_count: 2,
-  job_expire_seconds,
-}
-
-/** Runs `body` while a worker of this process works the queue with `options`. */
-const withWorker = async <A>(body: () => Promise<A>, options: TransferWorkerOptions = {}): Promise<A> => {
-  const worker: TransferWorker = await startTransferWorker(
-    { pool: db.pool, boss: flow.boss, writer: flow.writer, routes: flow.routes, signingKey: flow.signingKey },
-    { ...worker_options, ...options },
-  )
-  try {
-    return await body()
-  } finally {
-    await worker.stop()
-  }
-}
-
-/** A seam that acts once, for one transfer, between its signature and its first broadcast. */
-const onceBeforeBroadcast = (transfer_id: () => string, act: () => Promise<void>) => {
-  let done = false
-  return async (row: TransferRow): Promise<void> => {
-    if (done || row.transfer_id !== transfer_id()) return
-    done = true
-    await act()
-  }
-}
-
-const outboxEvents = async (transfer_id: string) =>
-  (
-    await db.pool.query<{ event_type: string; data: { status: string; tx_hash: string | null } }>(
-      "select event_type, data from platform.webhook_events where data->>'transaction_id' = $1",
-      [transfer_id],
-    )
-  ).rows.map((row) => row.event_type)
-
-const ledgerEventsOf = async (transfer_id: string) =>
-  (
-    await db.pool.query<{ event_type: string }>(
-      `select event_type from events
-        where data->>'transfer_id' like $1 || '%' or data->>'pending_id' like $1 || '%' order by global_position`,
-      [transfer_id],
-    )
-  ).rows.map((row) => row.event_type)
-
-/** The released reservation: nothing pending, nothing posted, every unit available again. */
-const expectReleased = async (wallet: SourceWallet) => {
-  const payer = await account(walletAccountId(wallet.wallet_id, asset))
-  expect(payer.debits_pending).toBe(0n)
-  expect(payer.debits_posted).toBe(0n)
-  expect(await available(wallet)).toBe(funding)
 }
 
 beforeAll(async () => {
@@ -228,7 +110,6 @@ beforeAll(async () => {
   if (usdc === undefined) throw new Error("the sandbox has a USDC mint")
   contract = usdc
   flow = await composeTransferFlow(db.pool, sandboxRoutes(local.adapter))
-  deps = { writer: flow.writer, pool: db.pool, routes: flow.routes }
 })
 
 afterAll(async () => {
