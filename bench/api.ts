@@ -45,6 +45,7 @@ import {
   procStat,
   root,
   round,
+  runBenchmark,
   runVerify,
   sleep,
   startServer,
@@ -910,22 +911,4 @@ const benchmark = async (dataDir: string, defer: (undo: () => unknown) => void) 
   process.stdout.write(`${JSON.stringify(summary)}\n`)
 }
 
-const main = async () => {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "bench-api-"))
-  const undo: Array<() => unknown> = []
-  try {
-    await benchmark(dataDir, (step) => undo.push(step))
-  } finally {
-    for (const step of undo.reverse()) {
-      try {
-        await step()
-      } catch (error) {
-        log(`cleanup: ${error instanceof Error ? error.message : String(error)}`)
-      }
-    }
-    if (keep_data) log(`kept ${dataDir}`)
-    else fs.rmSync(dataDir, { recursive: true, force: true })
-  }
-}
-
-await main()
+await runBenchmark("bench-api-", keep_data, benchmark)

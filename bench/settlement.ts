@@ -26,7 +26,6 @@
  *  "errors","verify","target_p95_ms":3000,"target_met"}.
  */
 
-import * as fs from "node:fs"
 import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
 import * as os from "node:os"
@@ -41,6 +40,7 @@ import {
   log,
   percentile,
   round,
+  runBenchmark,
   runVerify,
   sleep,
   startServer,
@@ -393,22 +393,4 @@ const benchmark = async (dataDir: string, defer: (undo: () => unknown) => void) 
   process.stdout.write(`${JSON.stringify(summary)}\n`)
 }
 
-const main = async () => {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "bench-settlement-"))
-  const undo: Array<() => unknown> = []
-  try {
-    await benchmark(dataDir, (step) => undo.push(step))
-  } finally {
-    for (const step of undo.reverse()) {
-      try {
-        await step()
-      } catch (error) {
-        log(`cleanup: ${error instanceof Error ? error.message : String(error)}`)
-      }
-    }
-    if (keep_data) log(`kept ${dataDir}`)
-    else fs.rmSync(dataDir, { recursive: true, force: true })
-  }
-}
-
-await main()
+await runBenchmark("bench-settlement-", keep_data, benchmark)

@@ -6,6 +6,7 @@
  */
 import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
 import { freePort } from "../src/db/embedded.ts"
 
@@ -173,4 +174,32 @@ export const cpuSeconds = (pid: number, children = false): number => {
   // After "(comm) ": index 11 utime, 12 stime, 13 cutime, 14 cstime.
   const own = Number(f[11]) + Number(f[12])
   return (children ? own + Number(f[13]) + Number(f[14]) : own) / clockTicks
+}
+
+// --- running one ----------------------------------------------------------------------------------
+
+/**
+ * Runs `benchmark` in a fresh temporary DATA_DIR; afterwards undoes what it deferred (last first, a
+ * failing step logged, not thrown) and removes the directory unless `keep_data`.
+ */
+export const runBenchmark = async (
+  prefix: string,
+  keep_data: boolean,
+  benchmark: (dataDir: string, defer: (undo: () => unknown) => void) => Promise<void>,
+): Promise<void> => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), prefix))
+  const undo: Array<() => unknown> = []
+  try {
+    await benchmark(dataDir, (step) => undo.push(step))
+  } finally {
+    for (const step of undo.reverse()) {
+      try {
+        await step()
+      } catch (error) {
+        log(`cleanup: ${error instanceof Error ? error.message : String(error)}`)
+      }
+    }
+    if (keep_data) log(`kept ${dataDir}`)
+    else fs.rmSync(dataDir, { recursive: true, force: true })
+  }
 }
