@@ -1,0 +1,176 @@
+// Proves the reconciliation job's reading of money in flight on anvil, with the real transfer flow,
+// ledger projection and PostgreSQL: a transfer broadcast but not yet mined leaves both sides equal
+// (matched, the reservation shown as pending_outgoing); once it is mined and before the worker settles
+// it, the chain holds less than the ledger by exactly the reserved amount (in_flight, no drift); once
+// settled, matched again. Tokens minted straight to a custody address, which no ledger entry backs,
+// are drift, found on the recheck too and reported with the address.
+import { Effect } from "effect"
+import type { Address } from "viem"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { makePostgresEventStore } from "../../adapters/eventstore/postgres/event-store.ts"
+import type { Asset } from "../../domain/money/asset.ts"
+import { type AnvilNode, startAnvil } from "../../src/chains/anvil.ts"
+import { deployStablecoin } from "../../src/chains/stablecoin.ts"
+import type { RunningChain } from "../../src/ports/chains.ts"
+import { startProjection } from "../../src/projections/runner.ts"
+import { reconcileTenant } from "../../src/reconciliation/reconciler.ts"
+import type { SourceWallet } from "../../src/transfers/request.ts"
+import { freshDatabase, type TestDatabase } from "../support/db.ts"
+import { callStablecoin, test_mnemonic, testWallet } from "../support/evm.ts"
+import { transferKit } from "../support/transfer-kit.ts"
+import {
+  composeTransfers,
+  job_expire_seconds,
+  type TransferHarness,
+  transfer_chain_id,
+} from "../support/transfers.ts"
+
+const tenant_id = "ten_reconcile"
+/** The registry's asset code: the reconciler reads the ledger by it. */
+const asset: Asset = { code: "USDC@ethereum", symbol: "USDC", chain: "ethereum", decimals: 6 }
+const issuer = testWallet(0)
+const funding = 100_000_000n
+const amount = 10_000_000n
+
+let db: TestDatabase
+let node: AnvilNode
+let harness: TransferHarness
+let contract: Address
+let projection: { stop: () => Promise<void> }
+let closeStore: () => Promise<void>
+let sender: SourceWallet
+
+const kit = transferKit(
+  {
+    tenant_id,
+    asset,
+    funding,
+    worker_options: { poll_interval_ms: 100, poll_count_max: 200, worker_count: 2, job_expire_seconds },
+  },
+  () => ({ db, flow: harness, contract }),
+)
+
+const reconcile = async () => {
+  const running: RunningChain = {
+    adapter: harness.adapter,
+    contracts: new Map([["USDC", contract]]),
+    gas_probe_address: issuer.address,
+    fund: null,
+    finality_confirmations: 1,
+    faucet_senders: new Set(),
+  }
+  const chains = {
+    get: (environment: string, chain: string) =>
+      environment === "sandbox" && chain === "ethereum" ? running : undefined,
+  }
+  const reports = await reconcileTenant({ pool: db.pool, chains }, tenant_id, "sandbox", {
+    recheck_delay_ms: 50,
+  })
+  expect(reports).toHaveLength(1)
+  return reports[0] as (typeof reports)[number]
+}
+
+const rpc = (method: string, params: ReadonlyArray<unknown> = []) => node.rpc(method, params)
+
+beforeAll(async () => {
+  db = await freshDatabase()
+  node = await startAnvil({ chain_id: transfer_chain_id, mnemonic: test_mnemonic })
+  contract = await deployStablecoin({
+    rpc_url: node.rpc_url,
+    issuer: issuer.key,
+    name: "Sandbox USDC",
+    symbol: "USDC",
+    decimals: 6,
+  })
+  harness = await composeTransfers(db.pool, node.rpc_url)
+  const store = makePostgresEventStore(db.pool)
+  closeStore = () => Effect.runPromise(store.close)
+  projection = startProjection(db.pool, store)
+  await db.pool.query(
+    `insert into platform.tenants (tenant_id, email, password_hash, company_name, plan, custody_index, created_at)
+     values ($1, 'reconcile@example.com', 'x', 'Reconcile', 'basic', 0, now())`,
+    [tenant_id],
+  )
+  await db.pool.query(
+    "insert into platform.tenant_environments (tenant_id, environment) values ($1, 'sandbox')",
+    [tenant_id],
+  )
+  const { address } = testWallet(1)
+  sender = { wallet_id: "wal_reconcile_1", chain: "ethereum", address, tenant_index: 0, wallet_index: 1 }
+  await db.pool.query(
+    `insert into platform.wallets
+       (wallet_id, tenant_id, environment, chain, address, derivation_index, external_id, label, created_at)
+     values ($1, $2, 'sandbox', 'ethereum', $3, 1, 'sender', 'sender', now())`,
+    [sender.wallet_id, tenant_id, address],
+  )
+  await callStablecoin(node.rpc_url, contract, issuer.key, "mint", [address, funding])
+  await kit.creditLedger(sender)
+})
+
+afterAll(async () => {
+  await projection?.stop()
+  await harness?.stop()
+  await closeStore?.()
+  await node?.stop()
+  await db?.drop()
+})
+
+describe("reconciliation with money in flight (EVM)", () => {
+  it("matches before, counts a mined but unsettled transfer as in flight, matches after", async () => {
+    expect(await reconcile()).toMatchObject({
+      status: "matched",
+      ledger_balance: funding,
+      on_chain_balance: funding,
+    })
+
+    await rpc("evm_setAutomine", [false])
+    const recipient = testWallet(9).address
+    const requested = await kit.request(sender, recipient, amount)
+    // A worker signs and broadcasts; it stops before the chain mines anything.
+    await kit.withWorker(async () => {
+      for (let i = 0; i < 200 && (await kit.loadRow(requested.transfer_id)).broadcast_at === null; i++)
+        await new Promise((resolve) => setTimeout(resolve, 50))
+    })
+    expect((await kit.loadRow(requested.transfer_id)).status).toBe("pending")
+    expect(await reconcile()).toMatchObject({
+      status: "matched",
+      ledger_balance: funding,
+      on_chain_balance: funding,
+      pending_outgoing: amount,
+      difference: 0n,
+    })
+
+    await rpc("evm_mine")
+    expect(await reconcile()).toMatchObject({
+      status: "in_flight",
+      ledger_balance: funding,
+      on_chain_balance: funding - amount,
+      pending_outgoing: amount,
+      difference: -amount,
+      drift: 0n,
+    })
+
+    await rpc("evm_setAutomine", [true])
+    const row = await kit.withWorker(() => kit.settled(requested.transfer_id))
+    expect(row.status).toBe("completed")
+    expect(await reconcile()).toMatchObject({
+      status: "matched",
+      ledger_balance: funding - amount,
+      on_chain_balance: funding - amount,
+      pending_outgoing: 0n,
+    })
+  })
+
+  it("reports tokens no ledger entry backs as drift, with the address holding them", async () => {
+    await callStablecoin(node.rpc_url, contract, issuer.key, "mint", [sender.address, 1_500_000n])
+    const report = await reconcile()
+    expect(report).toMatchObject({ status: "drift", difference: 1_500_000n, drift: 1_500_000n })
+    expect(report.accounts).toContainEqual(
+      expect.objectContaining({
+        wallet_id: sender.wallet_id,
+        address: sender.address,
+        on_chain_balance: funding - amount + 1_500_000n,
+      }),
+    )
+  })
+})
