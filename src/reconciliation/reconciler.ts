@@ -4,8 +4,10 @@
  * latest report per group and hands every report to `onReport` (the composition root logs drift).
  *
  * Reading order matters because nothing freezes the chain while the ledger is read. The ledger side
- * (after the projection caught up with the ledger's head), the outgoing transfers it still reserves
- * and the deposits seen but not credited are read first; the chain after. A transfer mined and
+ * (after the projection caught up with the ledger's head), the outgoing transfers it still reserves,
+ * the deposits seen but not credited, and the platform's own transfers into the tenant's custody
+ * addresses that no deposit row holds yet (between two custody wallets the money is on the
+ * recipient's address before the watcher sees it) are read first; the chain after. A transfer mined and
  * settled in between was still reserved when the ledger was read, so it counts as in flight; a deposit
  * credited in between was still `seen`. What can slip through is money that moved on chain after the
  * ledger read without the platform knowing yet (a deposit mined in that instant): a group found
@@ -98,9 +100,25 @@ const readLedgerSide = async (pool: pg.Pool, tenant_id: string, environment: Env
       order by account_id`,
     [stream_id, asset.code],
   )
+  // Deposits seen, not yet final; and the platform's own transfers into this tenant's custody
+  // addresses (from any tenant's wallet) that the watcher has not even seen yet: on chain the money
+  // may already be here while no ledger entry of this tenant holds it.
   const incoming = await pool.query<{ amount: string }>(
-    `select coalesce(sum(amount), 0)::text as amount from platform.chain_deposits
-      where tenant_id = $1 and environment = $2 and chain = $3 and token = $4 and status = 'seen'`,
+    `select (
+       (select coalesce(sum(amount), 0) from platform.chain_deposits
+         where tenant_id = $1 and environment = $2 and chain = $3 and token = $4 and status = 'seen')
+       +
+       (select coalesce(sum(t.amount), 0) from platform.chain_transfers t
+         where t.environment = $2 and t.chain = $3 and t.token = $4 and t.tx_hash is not null
+           and t.status in ('pending', 'completed')
+           and exists (select 1 from platform.wallets w
+                        where w.tenant_id = $1 and w.environment = $2 and w.chain = $3
+                          and (w.address = t.to_address
+                               or (w.address like '0x%' and lower(w.address) = lower(t.to_address))))
+           and not exists (select 1 from platform.chain_deposits d
+                            where d.environment = $2 and d.chain = $3 and lower(d.tx_hash) = lower(t.tx_hash)
+                              and d.status in ('seen', 'credited')))
+     )::text as amount`,
     [tenant_id, environment, asset.chain, asset.code],
   )
   let ledger_balance = 0n

@@ -2,8 +2,9 @@
 // ledger projection and PostgreSQL: a transfer broadcast but not yet mined leaves both sides equal
 // (matched, the reservation shown as pending_outgoing); once it is mined and before the worker settles
 // it, the chain holds less than the ledger by exactly the reserved amount (in_flight, no drift); once
-// settled, matched again. Tokens minted straight to a custody address, which no ledger entry backs,
-// are drift, found on the recheck too and reported with the address.
+// settled, matched again. A transfer between two custody wallets is in flight until the deposit
+// watcher takes it (here none runs). Tokens minted straight to a custody address, which no ledger
+// entry backs, are drift, found on the recheck too and reported with the address.
 import { Effect } from "effect"
 import type { Address } from "viem"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -161,15 +162,39 @@ describe("reconciliation with money in flight (EVM)", () => {
     })
   })
 
+  it("counts a transfer between two custody wallets as in flight until the watcher takes it as a deposit", async () => {
+    const { address } = testWallet(2)
+    await db.pool.query(
+      `insert into platform.wallets
+         (wallet_id, tenant_id, environment, chain, address, derivation_index, external_id, label, created_at)
+       values ('wal_reconcile_2', $1, 'sandbox', 'ethereum', $2, 2, 'recipient', 'recipient', now())`,
+      [tenant_id, address],
+    )
+    const before = await reconcile()
+    expect(before.status).toBe("matched")
+    const requested = await kit.request(sender, address.toLowerCase(), amount)
+    expect((await kit.withWorker(() => kit.settled(requested.transfer_id))).status).toBe("completed")
+    // Settled: the sender's ledger paid it; no deposit watcher runs here, so no ledger entry holds it
+    // at the recipient, while the chain has it at the recipient's address all along.
+    expect(await reconcile()).toMatchObject({
+      status: "in_flight",
+      ledger_balance: before.ledger_balance - amount,
+      on_chain_balance: before.on_chain_balance,
+      pending_incoming: amount,
+      difference: amount,
+      drift: 0n,
+    })
+  })
+
   it("reports tokens no ledger entry backs as drift, with the address holding them", async () => {
     await callStablecoin(node.rpc_url, contract, issuer.key, "mint", [sender.address, 1_500_000n])
     const report = await reconcile()
-    expect(report).toMatchObject({ status: "drift", difference: 1_500_000n, drift: 1_500_000n })
+    expect(report).toMatchObject({ status: "drift", drift: 1_500_000n })
     expect(report.accounts).toContainEqual(
       expect.objectContaining({
         wallet_id: sender.wallet_id,
         address: sender.address,
-        on_chain_balance: funding - amount + 1_500_000n,
+        on_chain_balance: funding - 2n * amount + 1_500_000n,
       }),
     )
   })
