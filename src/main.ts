@@ -66,6 +66,16 @@ const effectLogLevel: Record<LogLevel, "Debug" | "Info" | "Warn" | "Error"> = {
   error: "Error",
 }
 
+/**
+ * For callbacks of promise-based services (workers, watchers): logs an error line through the
+ * platform's logger (JSON lines), with the context the layer was built in, not a default logger.
+ */
+const errorLogger = Effect.map(
+  Effect.context<never>(),
+  (context) => (message: string, detail: string) =>
+    Effect.runForkWith(context)(Effect.logError(message, detail)),
+)
+
 const DatabaseLive = Layer.effect(
   Database,
   Effect.acquireRelease(
@@ -90,12 +100,13 @@ const DatabaseLive = Layer.effect(
 /** Keeps the read models up to date from the log while the platform runs. */
 const ProjectionsLive = Layer.effectDiscard(
   Effect.gen(function* () {
+    const logError = yield* errorLogger
     const { pool } = yield* Database
     const store = yield* EventStore
     yield* Effect.acquireRelease(
       Effect.sync(() =>
         startProjection(pool, store, {
-          onError: (error) => Effect.runFork(Effect.logError("projection error", String(error))),
+          onError: (error) => logError("projection error", String(error)),
         }),
       ),
       (running) => Effect.promise(() => running.stop()),
@@ -118,6 +129,7 @@ const WebhookEngine =
 const WebhookEngineLive = Layer.effect(
   WebhookEngine,
   Effect.gen(function* () {
+    const logError = yield* errorLogger
     const { pool } = yield* Database
     const engine = yield* Effect.acquireRelease(
       Effect.promise(() =>
@@ -125,7 +137,7 @@ const WebhookEngineLive = Layer.effect(
           pool,
           options: {
             retry_schedule: { ...retrySchedule, delay_base_ms: config.webhookRetryBaseMs },
-            onError: (error) => Effect.runFork(Effect.logError("webhook engine error", String(error))),
+            onError: (error) => logError("webhook engine error", String(error)),
           },
         }),
       ),
@@ -323,6 +335,7 @@ const transfer_poll_count_max = 2_400
 const transfer_concurrency = 128
 const TransferWorkerLive = Layer.effectDiscard(
   Effect.gen(function* () {
+    const logError = yield* errorLogger
     const { pool } = yield* Database
     const { boss } = yield* WebhookEngine
     const writer = yield* LedgerWriter
@@ -352,7 +365,7 @@ const TransferWorkerLive = Layer.effectDiscard(
             poll_interval_ms: transfer_poll_interval_ms,
             poll_count_max: transfer_poll_count_max,
             worker_count: transfer_concurrency,
-            onError: (error) => Effect.runFork(Effect.logError("transfer worker error", String(error))),
+            onError: (error) => logError("transfer worker error", String(error)),
           },
         ),
       ),
@@ -371,6 +384,7 @@ const TransferWorkerLive = Layer.effectDiscard(
  */
 const DepositWatchersLive = Layer.effectDiscard(
   Effect.gen(function* () {
+    const logError = yield* errorLogger
     const { pool } = yield* Database
     const writer = yield* LedgerWriter
     const chains = yield* Chains
@@ -404,7 +418,7 @@ const DepositWatchersLive = Layer.effectDiscard(
         Effect.sync(() =>
           startDepositWatcher(
             { pool, writer, chains: watched },
-            { onError: (error) => Effect.runFork(Effect.logError("deposit watcher error", String(error))) },
+            { onError: (error) => logError("deposit watcher error", String(error)) },
           ),
         ),
         (watcher) => Effect.promise(() => watcher.stop()),
@@ -462,7 +476,6 @@ const ReconcilerLive = Layer.effectDiscard(
   Effect.gen(function* () {
     const { pool } = yield* Database
     const chains = yield* Chains
-    // The job's callbacks log through the platform's logger (JSON lines), not a default one.
     const log = Effect.runForkWith(yield* Effect.context<never>())
     yield* Effect.acquireRelease(
       Effect.sync(() =>
