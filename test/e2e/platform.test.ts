@@ -1,6 +1,6 @@
-// Proves the README's start command: the platform starts on its embedded defaults (PostgreSQL in
-// DATA_DIR), answers its health check, stops cleanly on SIGTERM (the embedded server too), and a
-// restart keeps all data.
+// Proves the README's start command (`npm start`): the platform starts on its embedded defaults
+// (PostgreSQL in DATA_DIR), answers its health check, stops cleanly on a SIGTERM sent to npm (the
+// embedded server too), and a restart keeps all data.
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -21,10 +21,8 @@ afterAll(() => fs.rmSync(dataDir, { recursive: true, force: true }))
 const startPlatform = async (port: number): Promise<ChildProcess> => {
   const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: "info" }
   delete env.DATABASE_URL
-  const child = spawn(process.execPath, [path.join(root, "src/main.ts")], {
-    env,
-    stdio: ["ignore", "pipe", "pipe"],
-  })
+  // Exactly the README's command, so that a SIGTERM goes to npm as a process manager's would.
+  const child = spawn("npm", ["start", "--silent"], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] })
   let output = ""
   child.stdout?.on("data", (chunk) => (output += chunk))
   child.stderr?.on("data", (chunk) => (output += chunk))
