@@ -272,9 +272,13 @@ export interface Custody {
   ) => Promise<SigningKey>
 }
 
+/** Wallet addresses one process remembers (oldest forgotten first). */
+const address_cache_size_max = 100_000
+
 /**
  * The custody service over `pool`, keeping each environment's decrypted seed in memory after its
- * first use (a failed load is retried on the next call).
+ * first use (a failed load is retried on the next call), and the addresses it derived. Signing keys
+ * are derived anew for every signature and never kept.
  * @example await makeCustody(pool, kek).addressFor("sandbox", "ethereum", 0, 0) // "0x..."
  */
 export function makeCustody(pool: pg.Pool, kek: Uint8Array): Custody {
@@ -288,9 +292,21 @@ export function makeCustody(pool: pg.Pool, kek: Uint8Array): Custody {
     loading.catch(() => seeds.delete(environment))
     return loading
   }
+  // Addresses are public (the API shows them) and cost a key derivation each: remembered, bounded.
+  const addresses = new Map<string, string>()
   return {
-    addressFor: async (environment, chain, tenant_index, wallet_index) =>
-      deriveAddress(await seedFor(environment), { chain, tenant_index, wallet_index }),
+    addressFor: async (environment, chain, tenant_index, wallet_index) => {
+      const cache_key = `${environment}:${chain}:${tenant_index}:${wallet_index}`
+      const cached = addresses.get(cache_key)
+      if (cached !== undefined) return cached
+      const address = deriveAddress(await seedFor(environment), { chain, tenant_index, wallet_index })
+      if (addresses.size >= address_cache_size_max) {
+        const oldest = addresses.keys().next().value
+        if (oldest !== undefined) addresses.delete(oldest)
+      }
+      addresses.set(cache_key, address)
+      return address
+    },
     signingKeyFor: async (environment, chain, tenant_index, wallet_index) =>
       deriveSigningKey(await seedFor(environment), { chain, tenant_index, wallet_index }),
   }
