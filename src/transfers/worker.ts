@@ -402,12 +402,17 @@ export function startTransferWorker(
   }
 
   /**
-   * Counts a poll; past the bound the transfer times out. A transaction that may still wait in a
-   * node's pool (seen, or dropped by this node only) is replaced first where the family allows it.
+   * Counts a poll; past the bound the transfer times out, unless its transaction is in a block. A
+   * transaction that may still wait in a node's pool (seen, or dropped by this node only) is
+   * replaced first where the family allows it.
    */
   const countPoll = async (row: TransferRow, status: TransactionStatus): Promise<"settled" | "waiting"> => {
     if ((await countedPolls(row)) <= poll_count_max) return "waiting"
-    if (status.status !== "confirmed" && adapterOf(row).signReplacement !== undefined) {
+    // In a block, the transaction has moved the money or will revert: it either reaches finality or
+    // a reorganisation takes it back to a pool (seen) or nowhere (dropped). Releasing the funds now
+    // could pay twice, so it waits, however long the chain takes.
+    if (status.status === "confirmed") return "waiting"
+    if (adapterOf(row).signReplacement !== undefined) {
       const replacing = await replacementOnce(row)
       if (replacing !== null) return await advanceReplaced(replacing)
     }
@@ -503,6 +508,8 @@ export function startTransferWorker(
       await Effect.runPromise(Effect.result(adapter.broadcast(row.replacement_raw_transaction)))
     }
     if ((await countedPolls(row)) <= 2 * poll_count_max) return "waiting"
+    // One of the two is in a block: it decides the transfer once final (see `countPoll`).
+    if (own.status === "confirmed" || replacement.status === "confirmed") return "waiting"
     await fail(row, {
       code: "confirmation_timeout",
       message: `Neither the transaction nor its replacement was final after ${2 * poll_count_max} polls; the funds were released.`,

@@ -148,7 +148,10 @@ const until = async (transfer_id: string, done: (row: TransferRow) => boolean): 
   for (;;) {
     const row = await loadRow(transfer_id)
     if (done(row)) return row
-    if (Date.now() > deadline) throw new Error(`transfer ${transfer_id} did not get there in time`)
+    if (Date.now() > deadline)
+      throw new Error(
+        `transfer ${transfer_id} did not get there in time: ${JSON.stringify({ status: row.status, broadcast_at: row.broadcast_at, poll_count: row.poll_count, failure: row.failure_code })}`,
+      )
     await new Promise((resolve) => setTimeout(resolve, 100))
   }
 }
@@ -426,6 +429,37 @@ describe("on-chain transfers (EVM)", () => {
     expect(payer.debits_pending).toBe(0n)
     expect(payer.credits_posted - payer.debits_posted - payer.debits_pending).toBe(funding)
     expect((await outboxEvents(row.transfer_id)).map((event) => event.event_type)).toEqual(["payment.failed"])
+  })
+
+  it("never voids a transaction that is in a block: past its budget it waits for finality, then completes", async () => {
+    // An adapter that wants 4 confirmations, on a chain that mines only when told to.
+    const deep = makeEvmAdapter({
+      chain_id: transfer_chain_id,
+      rpc_url: node.rpc_url,
+      finality_confirmations: 4,
+    })
+    const routes = chainRoutes({ sandbox: new Map([["ethereum", deep]]) })
+    const wallet = await fundedWallet(9)
+    const recipient = testWallet(21).address
+    const row = await withoutAutomine(async () => {
+      const requested = await request(wallet, recipient, 3_000_000n)
+      return await withWorker(
+        async () => {
+          await until(requested.transfer_id, (current) => current.broadcast_at !== null)
+          await node.rpc("evm_mine", [])
+          // In a block (1 confirmation of 4), polled well past the budget: still pending, not voided.
+          await until(requested.transfer_id, (current) => current.poll_count > short_poll_count_max + 2)
+          expect((await loadRow(requested.transfer_id)).status).toBe("pending")
+          for (let i = 0; i < 3; i++) await node.rpc("evm_mine", [])
+          return await settled(requested.transfer_id)
+        },
+        routes,
+        { poll_count_max: short_poll_count_max, poll_interval_ms: 50 },
+      )
+    })
+    expect(row).toMatchObject({ status: "completed", replacement_tx_hash: null })
+    expect(row.proof?.confirmations).toBeGreaterThanOrEqual(4)
+    expect(await tokenBalance(recipient)).toBe(3_000_000n)
   })
 
   it("completes a replaced transfer when its own transaction lands instead of the replacement", async () => {
