@@ -11,15 +11,8 @@ import { paymentFee } from "../../domain/ledger/fee.ts"
 import type { Environment } from "../../domain/platform/scopes.ts"
 import { type AnvilNode, startAnvil } from "../../src/chains/anvil.ts"
 import { deployStablecoin } from "../../src/chains/stablecoin.ts"
-import {
-  ensureAccounts,
-  faucetAccount,
-  faucetAccountId,
-  ledgerOf,
-  walletAccount,
-  walletAccountId,
-} from "../../src/platform/accounts.ts"
-import { custodyAccountId, fromDb, type TransferRow } from "../../src/transfers/model.ts"
+import { walletAccountId } from "../../src/platform/accounts.ts"
+import { custodyAccountId, type TransferRow } from "../../src/transfers/model.ts"
 import { type RequestDeps, requestTransfer, type SourceWallet } from "../../src/transfers/request.ts"
 import { type ChainRoutes, chainRoutes } from "../../src/transfers/routes.ts"
 import {
@@ -29,6 +22,7 @@ import {
 } from "../../src/transfers/worker.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { callStablecoin, test_mnemonic, testWallet } from "../support/evm.ts"
+import { transferKit } from "../support/transfer-kit.ts"
 import {
   composeTransfers,
   killWorkerProcess,
@@ -56,13 +50,19 @@ const tokenBalance = (address: string) => run(harness.adapter.balance(address, {
 const issuerCall = (fn: string, args: ReadonlyArray<unknown>) =>
   callStablecoin(node.rpc_url, contract, issuer.key, fn, args)
 
+const kit = transferKit({ tenant_id, asset, funding, settle_wait_ms_max, worker_options: {} }, () => ({
+  db,
+  flow: harness,
+  contract,
+}))
+const { account, loadRow } = kit
+
 /** A custody wallet (tenant `tenant_index`, wallet `wallet_index`) with tokens on chain and in the ledger. */
 const fundedWallet = async (
   wallet_index: number,
   tenant_index = 0,
   environment: Environment = "sandbox",
 ): Promise<SourceWallet> => {
-  const ledger = ledgerOf(tenant_id, environment)
   const { address } = testWallet(wallet_index, tenant_index)
   const wallet: SourceWallet = {
     wallet_id: `wal_${tenant_index}_${wallet_index}`,
@@ -72,36 +72,7 @@ const fundedWallet = async (
     wallet_index,
   }
   await issuerCall("mint", [address, funding])
-  const context = { actor: "test", correlation_id: "fund" }
-  await run(
-    ensureAccounts(
-      harness.writer,
-      ledger,
-      [faucetAccount(asset), walletAccount(wallet.wallet_id, asset)],
-      context,
-    ),
-  )
-  await run(
-    harness.writer.execute(
-      ledger,
-      {
-        type: "CreateTransfers",
-        group_id: null,
-        transfers: [
-          {
-            transfer_id: `fund:${wallet.wallet_id}`,
-            debit_account_id: faucetAccountId(asset),
-            credit_account_id: walletAccountId(wallet.wallet_id, asset),
-            amount: funding,
-            code: 200,
-            user_data: null,
-          },
-        ],
-        now_ms: Date.now(),
-      },
-      context,
-    ),
-  )
+  await kit.creditLedger(wallet, environment)
   return wallet
 }
 
@@ -127,20 +98,6 @@ const request = (
       now_ms: Date.now(),
     }),
   )
-
-const account = async (account_id: string, environment: Environment = "sandbox") => {
-  const { state } = await run(harness.writer.snapshot(ledgerOf(tenant_id, environment)))
-  const found = state.accounts.get(account_id)
-  if (found === undefined) throw new Error(`no account ${account_id}`)
-  return found
-}
-
-const loadRow = async (transfer_id: string): Promise<TransferRow> => {
-  const found = await db.pool.query("select * from platform.chain_transfers where transfer_id = $1", [
-    transfer_id,
-  ])
-  return fromDb(found.rows[0])
-}
 
 /** Waits until the transfer's row satisfies `done`; bounded. */
 const until = async (transfer_id: string, done: (row: TransferRow) => boolean): Promise<TransferRow> => {
