@@ -67,13 +67,15 @@ const effectLogLevel: Record<LogLevel, "Debug" | "Info" | "Warn" | "Error"> = {
 }
 
 /**
- * For callbacks of promise-based services (workers, watchers): logs an error line through the
- * platform's logger (JSON lines), with the context the layer was built in, not a default logger.
+ * For callbacks of promise-based services (workers, watchers, the reconciliation job): runs a log
+ * effect through the platform's logger (JSON lines), with the context the layer was built in.
  */
+const callbackLogger = Effect.map(Effect.context<never>(), (context) => Effect.runForkWith(context))
+
+/** An error line through the platform's logger (see `callbackLogger`). */
 const errorLogger = Effect.map(
-  Effect.context<never>(),
-  (context) => (message: string, detail: string) =>
-    Effect.runForkWith(context)(Effect.logError(message, detail)),
+  callbackLogger,
+  (log) => (message: string, detail: string) => log(Effect.logError(message, detail)),
 )
 
 const DatabaseLive = Layer.effect(
@@ -476,7 +478,7 @@ const ReconcilerLive = Layer.effectDiscard(
   Effect.gen(function* () {
     const { pool } = yield* Database
     const chains = yield* Chains
-    const log = Effect.runForkWith(yield* Effect.context<never>())
+    const log = yield* callbackLogger
     yield* Effect.acquireRelease(
       Effect.sync(() =>
         startReconciler(
