@@ -33,6 +33,7 @@ import { ExpirySweeperLive } from "./ledger/expiry.ts"
 import { LedgerWriter, makeLedgerWriter } from "./ledger/writer.ts"
 import { makeKeyAuthenticator } from "./platform/credentials.ts"
 import type { EnqueueEvents } from "./platform/outbox.ts"
+import { makePartyResolver } from "./platform/parties.ts"
 import { ledgerHook } from "./platform/payments.ts"
 import { makeRateLimiter } from "./platform/rate-limit.ts"
 import { Platform } from "./platform/service.ts"
@@ -166,8 +167,7 @@ const LedgerLive = Layer.effectContext(
     yield* Effect.promise(() => createTransferQueue(boss))
     const writer = makeLedgerWriter(store, {
       transaction: {
-        appendInTransaction: (stream_id, expected, events, work) =>
-          store.appendInTransaction(stream_id, expected, events, work),
+        appendStreams: store.appendStreamsInTransaction,
         hook: composeHooks(
           ledgerHook(enqueueOutbox),
           transferHook({ boss, enqueue: enqueueOutbox }),
@@ -446,6 +446,7 @@ const PlatformLive = Layer.effect(
       limiter: makeRateLimiter(),
       custody,
       wallets: makeWalletReader(pool),
+      parties: makePartyResolver(pool),
       enqueue: enqueueOutbox,
       settings: { pending_payment_expiry_ms: config.pendingPaymentExpiryMs },
       redeliver: (scope, delivery_id) => redeliver(pool, engine.boss, scope, delivery_id),

@@ -33,9 +33,10 @@ import {
   type AppendResult,
   type EventMetadata,
   EventStore,
-  type ExpectedVersion,
   type NewEvent,
+  NotCommitted,
   type RecordedEvent,
+  type StreamAppend,
   type WrongExpectedVersion,
 } from "../ports/event-store.ts"
 
@@ -115,17 +116,20 @@ export interface WriterOptions {
   /** Events read per page when loading a ledger. */
   readonly load_page_events?: number
   /**
-   * Appends with the store's `appendInTransaction` and runs `hook` in that transaction before
+   * Group commit across ledgers: batches of different ledgers that are ready at the same time are
+   * appended in ONE transaction with the store's `appendStreams`, and `hook` runs in it before
    * COMMIT. Only the composition root knows the store can do this.
    */
   readonly transaction?: {
-    readonly appendInTransaction: (
-      stream_id: string,
-      expected: ExpectedVersion,
-      events: ReadonlyArray<NewEvent>,
-      work: (client: pg.PoolClient, appended: AppendResult) => Promise<void>,
-    ) => Effect.Effect<AppendResult, WrongExpectedVersion>
+    readonly appendStreams: (
+      appends: ReadonlyArray<StreamAppend>,
+      work: (client: pg.PoolClient, appended: ReadonlyArray<AppendResult | undefined>) => Promise<void>,
+    ) => Effect.Effect<ReadonlyArray<Result.Result<AppendResult, WrongExpectedVersion>>>
     readonly hook: TransactionHook
+    /** Transactions in flight at once (pipelining); 1 waits for each commit. */
+    readonly commits_in_flight_max?: number
+    /** Events appended by one transaction at most. */
+    readonly commit_events_max?: number
   }
 }
 
@@ -203,6 +207,102 @@ const toNewEvent = (event: LedgerEvent, metadata: EventMetadata, now_ms: number)
 
 const asLedgerEvent = (event: RecordedEvent): LedgerEvent =>
   ({ type: event.event_type, data: event.data }) as unknown as LedgerEvent
+
+interface Submission {
+  readonly append: StreamAppend
+  readonly decided: ReadonlyArray<Outcome>
+  readonly resolve: (result: Result.Result<AppendResult, WrongExpectedVersion>) => void
+  readonly reject: (defect: unknown) => void
+}
+
+/**
+ * The group commit across ledgers. Batches submitted while `commits_in_flight_max` transactions are
+ * running wait, and the next transaction takes all of them (one batch per ledger; a ledger's next
+ * batch goes into the transaction after), so under load one COMMIT carries the batches of every
+ * busy ledger. A transaction that fails before its COMMIT was sent wrote nothing: its batches are
+ * then retried one per transaction, so one ledger's failing hook never fails another ledger's
+ * commands.
+ */
+const makeCommitter = (
+  transaction: NonNullable<WriterOptions["transaction"]>,
+  appendedCommands: (
+    decided: ReadonlyArray<Outcome>,
+    events: ReadonlyArray<RecordedEvent>,
+    into: Array<AppendedCommand>,
+  ) => void,
+) => {
+  const in_flight_max = transaction.commits_in_flight_max ?? 2
+  const events_max = transaction.commit_events_max ?? 4_096
+  const queue: Array<Submission> = []
+  let running = 0
+
+  const run = (taken: ReadonlyArray<Submission>): Promise<void> => {
+    const work = (client: pg.PoolClient, appended: ReadonlyArray<AppendResult | undefined>) => {
+      const commands: Array<AppendedCommand> = []
+      taken.forEach((submission, index) => {
+        const result = appended[index]
+        if (result !== undefined) appendedCommands(submission.decided, result.events, commands)
+      })
+      return transaction.hook(client, commands)
+    }
+    return Effect.runPromise(
+      transaction.appendStreams(
+        taken.map((submission) => submission.append),
+        work,
+      ),
+    ).then(
+      (results) =>
+        taken.forEach((submission, index) => {
+          const result = results[index]
+          if (result === undefined) submission.reject(new Error("appendStreams answered too few streams"))
+          else submission.resolve(result)
+        }),
+      async (defect: unknown) => {
+        if (defect instanceof NotCommitted && taken.length > 1) {
+          // Nothing was written: find the batch that fails by committing each alone.
+          await Promise.all(taken.map((submission) => run([submission])))
+          return
+        }
+        const cause = defect instanceof NotCommitted ? defect.cause : defect
+        for (const submission of taken) submission.reject(cause)
+      },
+    )
+  }
+
+  const pump = () => {
+    while (running < in_flight_max && queue.length > 0) {
+      const taken: Array<Submission> = []
+      const streams = new Set<string>()
+      let events = 0
+      for (let index = 0; index < queue.length; ) {
+        const next = queue[index] as Submission
+        const fits = taken.length === 0 || events + next.append.events.length <= events_max
+        if (!fits) break
+        if (streams.has(next.append.stream_id)) {
+          index += 1
+          continue
+        }
+        taken.push(next)
+        streams.add(next.append.stream_id)
+        events += next.append.events.length
+        queue.splice(index, 1)
+      }
+      running += 1
+      void run(taken).finally(() => {
+        running -= 1
+        pump()
+      })
+    }
+  }
+
+  return {
+    submit: (append: StreamAppend, decided: ReadonlyArray<Outcome>) =>
+      new Promise<Result.Result<AppendResult, WrongExpectedVersion>>((resolve, reject) => {
+        queue.push({ append, decided, resolve, reject })
+        pump()
+      }),
+  }
+}
 
 export interface LedgerWriterService {
   /** Decides and durably records one command; answers after COMMIT. */
@@ -406,32 +506,35 @@ export const makeLedgerWriter = (
     }
   }
 
-  /** Appends a batch's events; with a transaction hook, in one transaction with what it writes. */
+  /** The commands of a batch that recorded events, with their events, for the transaction hook. */
+  const appendedCommands = (
+    decided: ReadonlyArray<Outcome>,
+    events: ReadonlyArray<RecordedEvent>,
+    into: Array<AppendedCommand>,
+  ) => {
+    for (const { waiter, outcome } of decided) {
+      if (outcome.kind !== "events") continue
+      into.push({
+        ledger: waiter.ledger,
+        command: waiter.command,
+        context: waiter.context,
+        events: events.slice(outcome.from, outcome.from + outcome.count),
+      })
+    }
+  }
+
+  const committer = transaction === undefined ? undefined : makeCommitter(transaction, appendedCommands)
+
+  /** Appends a batch's events; with a transaction hook, in a group commit with what it writes. */
   const appendBatch = (
     stream_id: string,
     expected: number | "no_stream",
     events: ReadonlyArray<NewEvent>,
     decided: ReadonlyArray<Outcome>,
-  ) => {
-    if (transaction === undefined)
-      return Effect.runPromise(Effect.result(store.append(stream_id, expected, events)))
-    const work = (client: pg.PoolClient, appended: AppendResult) => {
-      const commands: Array<AppendedCommand> = []
-      for (const { waiter, outcome } of decided) {
-        if (outcome.kind !== "events") continue
-        commands.push({
-          ledger: waiter.ledger,
-          command: waiter.command,
-          context: waiter.context,
-          events: appended.events.slice(outcome.from, outcome.from + outcome.count),
-        })
-      }
-      return transaction.hook(client, commands)
-    }
-    return Effect.runPromise(
-      Effect.result(transaction.appendInTransaction(stream_id, expected, events, work)),
-    )
-  }
+  ): Promise<Result.Result<AppendResult, WrongExpectedVersion>> =>
+    committer === undefined
+      ? Effect.runPromise(Effect.result(store.append(stream_id, expected, events)))
+      : committer.submit({ stream_id, expected, events }, decided)
 
   /**
    * Decides the next batch on top of the newest in-flight batch (or the committed state) and starts

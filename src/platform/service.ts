@@ -10,6 +10,7 @@ import type { LedgerWriterService } from "../ledger/writer.ts"
 import type { WebhookDelivery } from "../webhooks/store.ts"
 import type { KeyAuthenticator } from "./credentials.ts"
 import type { EnqueueEvents } from "./outbox.ts"
+import type { PartyResolver } from "./parties.ts"
 import type { makeRateLimiter } from "./rate-limit.ts"
 import type { WalletReader } from "./wallets.ts"
 
@@ -30,6 +31,8 @@ export interface PlatformDeps {
   readonly limiter: ReturnType<typeof makeRateLimiter>
   readonly custody: Custody
   readonly wallets: WalletReader
+  /** The default wallet and the recipient's linked wallet of a social payment. */
+  readonly parties: PartyResolver
   readonly enqueue: EnqueueEvents
   readonly settings: PlatformSettings
   /** Schedules a fresh attempt of a webhook delivery of the tenant (undefined: no such delivery). */

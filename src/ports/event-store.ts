@@ -53,6 +53,25 @@ export interface AppendResult {
   readonly events: ReadonlyArray<RecordedEvent>
 }
 
+/** One stream's part of a group commit (several streams, one transaction): an exact expected version, at least one event. */
+export interface StreamAppend {
+  readonly stream_id: string
+  readonly expected: number | "no_stream"
+  readonly events: ReadonlyArray<NewEvent>
+}
+
+/** The transaction failed before its COMMIT was sent: nothing of it was written. */
+export class NotCommitted extends Error {
+  override readonly cause: unknown
+  constructor(cause: unknown) {
+    super(
+      `event store: the transaction was rolled back: ${cause instanceof Error ? cause.message : String(cause)}`,
+    )
+    this.name = "NotCommitted"
+    this.cause = cause
+  }
+}
+
 /** The stream was not at the expected version; nothing was written. */
 export class WrongExpectedVersion extends Data.TaggedError("WrongExpectedVersion")<{
   readonly stream_id: string

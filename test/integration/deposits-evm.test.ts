@@ -51,8 +51,7 @@ const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect)
 const newWriter = () =>
   makeLedgerWriter(store, {
     transaction: {
-      appendInTransaction: (stream_id, expected, events, work) =>
-        store.appendInTransaction(stream_id, expected, events, work),
+      appendStreams: store.appendStreamsInTransaction,
       hook: composeHooks(
         depositHook({
           enqueue: (client, rows) =>

@@ -2,7 +2,7 @@
 // shows: migrations are safe to repeat and to race, a running transaction stalls subscribers
 // instead of making them skip, the events table is append-only and tampering breaks the chain,
 // misuse of appendWithClient is caught, and the layer closes its LISTEN connection.
-import { Cause, Effect, Exit, Layer } from "effect"
+import { Cause, Effect, Exit, Layer, Result } from "effect"
 import pg from "pg"
 import { describe, expect, it } from "vitest"
 import { eventHash } from "../../adapters/eventstore/hash.ts"
@@ -18,6 +18,7 @@ import {
   checkpointStart,
   EventStore,
   type NewEvent,
+  NotCommitted,
   WrongExpectedVersion,
 } from "../../src/ports/event-store.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
@@ -259,33 +260,161 @@ describe("event store on PostgreSQL", () => {
       expect(await run(store.readAll())).toEqual([])
     }))
 
-  it("appendInTransaction commits the events with what its work wrote, or neither when the work fails", () =>
+  it("appendStreamsInTransaction commits the events with what its work wrote, or neither when the work fails", () =>
     withStore(async (db, store) => {
       await db.pool.query("create table side_effects (note text not null)")
-      const appended = await run(
-        store.appendInTransaction("tx", "no_stream", newEvents("tx", 2), async (client, result) => {
-          await client.query("insert into side_effects values ($1)", [`v${result.next_expected_version}`])
-        }),
+      const one = (stream_id: string, expected: number | "no_stream", events: ReadonlyArray<NewEvent>) => [
+        { stream_id, expected, events },
+      ]
+      const [appended] = await run(
+        store.appendStreamsInTransaction(
+          one("tx", "no_stream", newEvents("tx", 2)),
+          async (client, results) => {
+            await client.query("insert into side_effects values ($1)", [
+              `v${results[0]?.next_expected_version}`,
+            ])
+          },
+        ),
       )
-      expect(appended.next_expected_version).toBe(2)
+      expect(appended !== undefined && Result.isSuccess(appended)).toBe(true)
       const failing = Effect.runPromise(
-        store.appendInTransaction("tx", 2, newEvents("tx-more", 1), async (client) => {
+        store.appendStreamsInTransaction(one("tx", 2, newEvents("tx-more", 1)), async (client) => {
           await client.query("insert into side_effects values ('never')")
           throw new Error("work failed")
         }),
       )
+      // Failed before COMMIT: reported as certainly not committed.
+      await expect(failing).rejects.toBeInstanceOf(NotCommitted)
       await expect(failing).rejects.toThrow(/work failed/)
       // The head cache forgot the speculative head: the next append at version 2 chains correctly.
-      await run(store.appendInTransaction("tx", 2, newEvents("tx-last", 1), async () => {}))
+      await run(store.appendStreamsInTransaction(one("tx", 2, newEvents("tx-last", 1)), async () => {}))
       const notes = await db.pool.query<{ note: string }>("select note from side_effects order by note")
       expect(notes.rows.map((r) => r.note)).toEqual(["v2"])
       const events = await run(store.readStream("tx"))
       expect(events.map((e) => e.stream_version)).toEqual([1, 2, 3])
       expect(events[2]?.prev_hash).toBe(events[1]?.hash)
-      const wrong = await Effect.runPromiseExit(
-        store.appendInTransaction("tx", 1, newEvents("late", 1), async () => {}),
+      const [wrong] = await run(
+        store.appendStreamsInTransaction(one("tx", 1, newEvents("late", 1)), async () => {}),
       )
-      expect(Exit.isFailure(wrong)).toBe(true)
+      expect(wrong !== undefined && Result.isFailure(wrong) && wrong.failure).toMatchObject({
+        stream_id: "tx",
+        expected: 1,
+        actual: 3,
+      })
+    }))
+
+  it("a group commit appends every stream at its expected version in one transaction and skips only the stale ones", () =>
+    withStore(async (db, store) => {
+      await run(store.append("b", "no_stream", newEvents("b", 2)))
+      // Another store (process) moves "c" on: our cached head of "c" is stale.
+      await run(store.append("c", "no_stream", newEvents("c", 1)))
+      const other = makePostgresEventStore(otherPool(db, 2))
+      await run(other.append("c", 1, newEvents("c-other", 1)))
+      const seen: Array<Array<number | undefined>> = []
+      const results = await run(
+        store.appendStreamsInTransaction(
+          [
+            { stream_id: "a", expected: "no_stream", events: newEvents("a", 3) },
+            { stream_id: "b", expected: 2, events: newEvents("b-more", 1) },
+            { stream_id: "c", expected: 1, events: newEvents("c-late", 1) },
+            { stream_id: "d", expected: 5, events: newEvents("d", 1) },
+          ],
+          async (_client, appended) => {
+            seen.push(appended.map((r) => r?.next_expected_version))
+          },
+        ),
+      )
+      await run(other.close)
+      expect(seen).toEqual([[3, 3, undefined, undefined]])
+      const [a, b, c, d] = results
+      expect(a !== undefined && Result.isSuccess(a) && a.success.events.map((e) => e.stream_version)).toEqual(
+        [1, 2, 3],
+      )
+      expect(b !== undefined && Result.isSuccess(b) && b.success.next_expected_version).toBe(3)
+      expect(c !== undefined && Result.isFailure(c) && c.failure).toMatchObject({ expected: 1, actual: 2 })
+      expect(d !== undefined && Result.isFailure(d) && d.failure).toMatchObject({ expected: 5, actual: 0 })
+      // One transaction: the events of "a" and "b" share a transaction id; "c" and "d" got nothing.
+      const rows = await db.pool.query<{ stream_id: string; transactions: string; versions: string }>(
+        `select stream_id, count(distinct transaction_id)::text as transactions, max(stream_version)::text as versions
+           from events group by stream_id order by stream_id`,
+      )
+      expect(rows.rows).toEqual([
+        { stream_id: "a", transactions: "1", versions: "3" },
+        { stream_id: "b", transactions: "2", versions: "3" },
+        { stream_id: "c", transactions: "2", versions: "2" },
+      ])
+      const shared = await db.pool.query<{ n: string }>(
+        `select count(distinct transaction_id)::text as n from events where stream_id = 'a' or (stream_id = 'b' and stream_version = 3)`,
+      )
+      expect(shared.rows[0]?.n).toBe("1")
+      // Read back, the appended events are exactly what the store answered (hash chains intact).
+      expect(await run(store.readStream("a"))).toEqual(
+        a !== undefined && Result.isSuccess(a) && a.success.events,
+      )
+      // "c" goes on from the head read after the conflict.
+      const [again] = await run(
+        store.appendStreamsInTransaction(
+          [{ stream_id: "c", expected: 2, events: newEvents("c", 1) }],
+          async () => {},
+        ),
+      )
+      expect(again !== undefined && Result.isSuccess(again)).toBe(true)
+    }))
+
+  it("group commits that share streams from two stores never deadlock and keep each stream's versions in subscription order", () =>
+    withStore(async (db, store) => {
+      const other = makePostgresEventStore(otherPool(db, 8))
+      const streams = ["s0", "s1", "s2", "s3", "s4"]
+      // Each round, both stores append to overlapping sets of streams in opposite orders at once.
+      const appendAll = async (each: PostgresEventStore, order: ReadonlyArray<string>, round: number) => {
+        for (let attempt = 0; attempt < 50; attempt++) {
+          const versions = await Promise.all(order.map((s) => run(each.streamVersion(s))))
+          const results = await run(
+            each.appendStreamsInTransaction(
+              order.map((stream_id, i) => ({
+                stream_id,
+                expected: versions[i] === 0 ? ("no_stream" as const) : (versions[i] as number),
+                events: newEvents(`${stream_id}-${round}`, 1),
+              })),
+              async () => {},
+            ),
+          )
+          if (results.every((r) => Result.isSuccess(r))) return
+          order = order.filter((_s, i) => {
+            const r = results[i]
+            return r === undefined || Result.isFailure(r)
+          })
+        }
+        throw new Error("kept conflicting")
+      }
+      for (let round = 0; round < 15; round++) {
+        await Promise.all([
+          appendAll(store, streams, round),
+          appendAll(other, [...streams].reverse(), round),
+          appendAll(store, [streams[1] as string, streams[3] as string], round),
+        ])
+      }
+      await run(other.close)
+      const counts = await db.pool.query<{ stream_id: string; n: string }>(
+        "select stream_id, count(*)::text as n from events group by stream_id order by stream_id",
+      )
+      expect(counts.rows.map((r) => [r.stream_id, r.n])).toEqual([
+        ["s0", "30"],
+        ["s1", "45"],
+        ["s2", "30"],
+        ["s3", "45"],
+        ["s4", "30"],
+      ])
+      // A subscriber reads in (transaction id, position) order: each stream's versions come in order.
+      const order = await db.pool.query<{ stream_id: string; stream_version: string }>(
+        "select stream_id, stream_version::text from events order by transaction_id, global_position",
+      )
+      const last = new Map<string, number>()
+      for (const row of order.rows) {
+        const version = Number(row.stream_version)
+        expect(version).toBe((last.get(row.stream_id) ?? 0) + 1)
+        last.set(row.stream_id, version)
+      }
     }))
 
   it("recorded_at and uppercase event ids read back exactly as hashed, whatever the session time zone", () =>

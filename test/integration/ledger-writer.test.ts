@@ -205,4 +205,124 @@ describe("LedgerWriter", () => {
         expect(account.debits_posted + account.debits_pending).toBeLessThanOrEqual(account.credits_posted)
     }
   })
+
+  it("group commit across ledgers: one transaction carries the batches of many ledgers, each hook sees its commands", async () => {
+    const pg_store = makePostgresEventStore(db.pool)
+    const transactions: Array<ReadonlyArray<string>> = []
+    const writer = makeLedgerWriter(pg_store, {
+      transaction: {
+        appendStreams: pg_store.appendStreamsInTransaction,
+        hook: async (client, appended) => {
+          transactions.push(appended.map((c) => c.ledger.tenant))
+          for (const command of appended) {
+            const attachment = command.context.attachment as { note: string } | undefined
+            if (attachment !== undefined)
+              await client.query("insert into writer_notes (note, version) values ($1, $2)", [
+                attachment.note,
+                command.events.at(-1)?.stream_version,
+              ])
+          }
+        },
+      },
+    })
+    await db.pool.query("create table writer_notes (note text primary key, version bigint not null)")
+    const ledgers = Array.from({ length: 6 }, () => newLedger())
+    for (const ledger of ledgers) await setup(writer, ledger, 2, 1_000n)
+    transactions.length = 0
+    const results = await Promise.all(
+      Array.from({ length: 300 }, (_, i) => {
+        const ledger = ledgers[i % ledgers.length] as (typeof ledgers)[number]
+        return run(
+          writer.execute(
+            ledger,
+            createTransfers([transfer(`g${i}`, `w${i % 2}`, `w${(i + 1) % 2}`, 1n)], 1_700_000_002_000),
+            { ...ctx(), attachment: { note: `g${i}` } },
+          ),
+        )
+      }),
+    )
+    expect(results.every(Result.isSuccess)).toBe(true)
+    // Far fewer transactions than ledger batches, and most carry several ledgers.
+    expect(transactions.length).toBeLessThan(60)
+    expect(transactions.filter((tenants) => new Set(tenants).size > 1).length).toBeGreaterThan(0)
+    // Each note was written with the events of its own command, in the same transaction.
+    const notes = await db.pool.query<{ note: string; version: string }>(
+      "select note, version::text from writer_notes",
+    )
+    expect(notes.rows).toHaveLength(300)
+    for (const [i, result] of results.entries()) {
+      if (!Result.isSuccess(result)) continue
+      const note = notes.rows.find((row) => row.note === `g${i}`)
+      expect(Number(note?.version)).toBe(result.success.stream_version)
+    }
+    const shared = await db.pool.query<{ streams: string }>(
+      `select max(n)::text as streams from (select count(distinct stream_id) as n from events
+        where stream_id = any($1::text[]) group by transaction_id) t`,
+      [ledgers.map(ledgerStreamId)],
+    )
+    expect(Number(shared.rows[0]?.streams)).toBeGreaterThan(1)
+    for (const ledger of ledgers) {
+      const { versions } = await foldStream(ledgerStreamId(ledger))
+      expect(versions).toEqual(versions.map((_, i) => i + 1))
+    }
+  })
+
+  it("group commit: a hook failing for one ledger's command fails only that batch; the other ledgers commit", async () => {
+    const pg_store = makePostgresEventStore(db.pool)
+    let shared_with_poison = 0
+    const writer = makeLedgerWriter(pg_store, {
+      transaction: {
+        appendStreams: pg_store.appendStreamsInTransaction,
+        hook: async (_client, appended) => {
+          if (appended.some((c) => c.context.attachment === "poison")) {
+            shared_with_poison = Math.max(
+              shared_with_poison,
+              new Set(appended.map((c) => c.ledger.tenant)).size,
+            )
+            throw new Error("poisoned hook")
+          }
+        },
+        // One transaction at a time: the first ledger's batch commits alone, the rest share the next.
+        commits_in_flight_max: 1,
+      },
+    })
+    const ledgers = Array.from({ length: 4 }, () => newLedger())
+    for (const ledger of ledgers) await setup(writer, ledger, 2, 1_000n)
+    const outcomes = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => {
+        const ledger = ledgers[i % ledgers.length] as (typeof ledgers)[number]
+        const poison = i === 17
+        return Effect.runPromiseExit(
+          writer.execute(ledger, createTransfers([transfer(`p${i}`, "w0", "w1", 1n)], 1_700_000_003_000), {
+            ...ctx(),
+            attachment: poison ? "poison" : undefined,
+          }),
+        )
+      }),
+    )
+    const poisoned = ledgers[17 % ledgers.length] as (typeof ledgers)[number]
+    const failed = outcomes.flatMap((exit, i) => (exit._tag === "Failure" ? [i] : []))
+    // The poisoned command died, and at most the commands of its own ledger batch with it.
+    expect(failed).toContain(17)
+    for (const i of failed) expect(ledgers[i % ledgers.length]).toBe(poisoned)
+    expect(shared_with_poison).toBeGreaterThan(1)
+    for (const ledger of ledgers) {
+      const { state, versions } = await foldStream(ledgerStreamId(ledger))
+      expect(versions).toEqual(versions.map((_, i) => i + 1))
+      const recorded = [...state.transfers.keys()].filter((id) => String(id).startsWith("p"))
+      const acknowledged = outcomes.flatMap((exit, i) =>
+        exit._tag === "Success" && ledgers[i % ledgers.length] === ledger ? [`p${i}`] : [],
+      )
+      expect(recorded.sort()).toEqual(acknowledged.sort())
+    }
+    // The writer goes on after the failure: the poisoned ledger takes new commands.
+    const after = await run(
+      writer.execute(
+        poisoned,
+        createTransfers([transfer("p-after", "w0", "w1", 1n)], 1_700_000_003_001),
+        ctx(),
+      ),
+    )
+    expect(Result.isSuccess(after)).toBe(true)
+  })
 })

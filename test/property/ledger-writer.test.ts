@@ -242,6 +242,68 @@ describe("ledger through the writer", () => {
     )
   })
 
+  it("two writer processes with group commit across three ledgers: per ledger never overdrawn, conserved, every acknowledged command recorded once", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.tuple(fc.nat(2), operation), { minLength: 5, maxLength: 40 }),
+        fc.array(fc.tuple(fc.nat(2), operation), { minLength: 5, maxLength: 40 }),
+        async (opsA, opsB) => {
+          const ledgers = [await openLedger(100n), await openLedger(100n), await openLedger(100n)]
+          const program = (id: string, ops: ReadonlyArray<readonly [number, Operation]>): Program => ({
+            database_url: db.url,
+            tenant: ledgers[0]?.tenant ?? "",
+            environment: "sandbox",
+            group_commit: true,
+            concurrency: 6,
+            // Each ledger's operations get their own ids, so a post or void meets its own ledger's
+            // reservation; the steps keep the random interleaving across ledgers.
+            steps: (() => {
+              const perLedger = ledgers.map((_l, index) =>
+                toSteps(
+                  `${id}${index}`,
+                  ops.filter(([ledger]) => ledger === index).map(([, op]) => op),
+                ),
+              )
+              const next = ledgers.map(() => 0)
+              return ops.map(([ledger]): ProgramStep => {
+                const step = perLedger[ledger]?.[next[ledger] ?? 0] as ProgramStep
+                next[ledger] = (next[ledger] ?? 0) + 1
+                return { ...step, tenant: ledgers[ledger]?.tenant ?? "" }
+              })
+            })(),
+          })
+          const programs = [program("A", opsA), program("B", opsB)]
+          const acks = await Promise.all(programs.map(runProcess))
+          const states = new Map<string, LedgerState>()
+          for (const ledger of ledgers) {
+            const state = await foldChecked(ledgerStreamId(ledger))
+            expect(checkDoubleEntry(state.accounts.values()).balanced).toBe(true)
+            states.set(ledger.tenant, state)
+          }
+          programs.forEach((prog, p) => {
+            const steps = prog.steps ?? []
+            expect(acks[p]).toHaveLength(steps.length)
+            for (const ack of acks[p] ?? []) {
+              const step = steps[ack.index]
+              const state = states.get(step?.tenant ?? "")
+              const command = step?.command as {
+                transfers?: Array<{ transfer_id: string }>
+                transfer_id?: string
+              }
+              const ids = command.transfers?.map((t) => t.transfer_id) ?? [command.transfer_id ?? ""]
+              for (const id of ids) expect(state?.transfers.has(id)).toBe(ack.ok)
+              if (!ack.ok)
+                expect(ack.error).toMatch(
+                  /InsufficientFunds|LinkedTransferFailed|PendingTransfer|PostAmountExceedsPending/,
+                )
+            }
+          })
+        },
+      ),
+      { numRuns: 4 },
+    )
+  })
+
   it("idempotency: retried commands (same key) change nothing beyond the first execution", async () => {
     await fc.assert(
       fc.asyncProperty(

@@ -51,8 +51,7 @@ export async function depositHarness(tenant_id: string): Promise<DepositHarness>
   const newWriter = () =>
     makeLedgerWriter(store, {
       transaction: {
-        appendInTransaction: (stream_id, expected, events, work) =>
-          store.appendInTransaction(stream_id, expected, events, work),
+        appendStreams: store.appendStreamsInTransaction,
         hook: composeHooks(
           depositHook({
             enqueue: (client, rows) =>

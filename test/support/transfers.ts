@@ -66,8 +66,7 @@ export async function composeTransferFlow(pool: pg.Pool, routes: ChainRoutes): P
   await createTransferQueue(boss, job_expire_seconds)
   const writer = makeLedgerWriter(store, {
     transaction: {
-      appendInTransaction: (stream_id, expected, events, work) =>
-        store.appendInTransaction(stream_id, expected, events, work),
+      appendStreams: store.appendStreamsInTransaction,
       hook: composeHooks(transferHook({ boss, enqueue: enqueueAll })),
     },
   })

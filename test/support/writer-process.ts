@@ -15,12 +15,16 @@ export interface ProgramStep {
   /** A command in JSON form: bigint amounts as decimal strings under `amount`. */
   readonly command: Record<string, unknown>
   readonly idempotency_key?: string
+  /** The step's ledger, when not the program's. */
+  readonly tenant?: string
 }
 
 export interface Program {
   readonly database_url: string
   readonly tenant: string
   readonly environment: string
+  /** Commit the batches of several ledgers in one transaction (the platform's configuration). */
+  readonly group_commit?: boolean
   /** Steps are sent `concurrency` at a time, in order. */
   readonly concurrency: number
   readonly steps?: ReadonlyArray<ProgramStep>
@@ -41,13 +45,17 @@ const main = async () => {
   const program = JSON.parse(process.argv[2] ?? "{}") as Program
   const pool = new pg.Pool({ connectionString: program.database_url, max: 4 })
   const store = makePostgresEventStore(pool)
-  const writer = makeLedgerWriter(store)
-  const ledger = { tenant: program.tenant, environment: program.environment }
+  const writer = makeLedgerWriter(
+    store,
+    program.group_commit
+      ? { transaction: { appendStreams: store.appendStreamsInTransaction, hook: async () => {} } }
+      : {},
+  )
   const run = async (step: ProgramStep, index: number) => {
     const command = reviveAmounts(step.command)
     const outcome = await Effect.runPromise(
       Effect.result(
-        writer.execute(ledger, command, {
+        writer.execute({ tenant: step.tenant ?? program.tenant, environment: program.environment }, command, {
           actor: `process-${process.pid}`,
           correlation_id: `step-${index}`,
           idempotency_key: step.idempotency_key ?? null,

@@ -10,7 +10,7 @@
  * Expected outcomes (a version mismatch) are typed errors; everything else the database or the
  * network throws at us, and every misuse caught by an assertion, is a defect.
  */
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Result } from "effect"
 import pg from "pg"
 import { Database } from "../../../src/ports/database.ts"
 import {
@@ -20,9 +20,11 @@ import {
   EventStore,
   type ExpectedVersion,
   type NewEvent,
+  NotCommitted,
   type ReadAllOptions,
   type ReadStreamOptions,
   type RecordedEvent,
+  type StreamAppend,
   type SubscriptionBatch,
   WrongExpectedVersion,
 } from "../../../src/ports/event-store.ts"
@@ -73,18 +75,19 @@ export interface PostgresEventStoreExtras {
     events: ReadonlyArray<NewEvent>,
   ): Effect.Effect<AppendResult, WrongExpectedVersion>
   /**
-   * Appends in a transaction of the store's own, runs `work` in it after the events (rows that
-   * must commit with them: an outbox, read models that may never lag), then commits and announces
-   * the append after the commit. Like `append`, it chains on the head it last wrote, so a pipelining
-   * writer needs no read first; if `work` throws, nothing is written and the error is rethrown.
-   * @example store.appendInTransaction("ledger-t1-sandbox", 4, events, (client) => insertOutbox(client))
+   * Group commit across streams: appends to several streams in ONE transaction of the store's own,
+   * runs `work` in it after the events (rows that must commit with them: an outbox, read models
+   * that may never lag), then commits and announces the appends. Each stream's outcome is its own:
+   * a stream that is not at its expected version gets nothing (`WrongExpectedVersion` in its place,
+   * `undefined` for `work`) while the others are appended. Like `append`, it chains on the heads it
+   * last wrote, so a pipelining writer needs no read first. A failure before COMMIT is sent rolls
+   * everything back and is thrown as `NotCommitted`; any other failure may have committed.
+   * @example store.appendStreamsInTransaction([{ stream_id: "ledger-t1-sandbox", expected: 4, events }], (client) => insertOutbox(client))
    */
-  appendInTransaction(
-    stream_id: string,
-    expected: ExpectedVersion,
-    events: ReadonlyArray<NewEvent>,
-    work: (client: pg.PoolClient, appended: AppendResult) => Promise<void>,
-  ): Effect.Effect<AppendResult, WrongExpectedVersion>
+  appendStreamsInTransaction(
+    appends: ReadonlyArray<StreamAppend>,
+    work: (client: pg.PoolClient, appended: ReadonlyArray<AppendResult | undefined>) => Promise<void>,
+  ): Effect.Effect<ReadonlyArray<Result.Result<AppendResult, WrongExpectedVersion>>>
   /** Closes the LISTEN connection and wakes every waiter. The pool stays open: it is the caller's. */
   readonly close: Effect.Effect<void>
 }
@@ -286,6 +289,72 @@ const callAppend = async (
     assert(previous === undefined || previous < position, "positions do not increase with versions")
   })
   return { _tag: "Appended", positions }
+}
+
+/** Calls `event_store_append_streams` (schema.ts): every stream of a group commit in one statement. */
+const appendStreamsSql = `
+  select out_stream as stream, out_position::text as position, out_version::text as version,
+         out_conflict as conflict
+  from event_store_append_streams($1::text[], $2::bigint[], $3::bytea[], $4::timestamptz, $5::integer[],
+                                  $6::bigint[], $7::uuid[], $8::text[], $9::integer[], $10::jsonb,
+                                  $11::jsonb, $12::bytea[], $13::bytea[])`
+
+type StreamOutcome =
+  | { readonly _tag: "Appended"; readonly positions: ReadonlyArray<bigint> }
+  | { readonly _tag: "Conflict"; readonly actual: number }
+
+/** One statement for every stream; `chained[i]` are the events of `streams[i]`, chained on `bases[i]`. */
+const callAppendStreams = async (
+  client: pg.ClientBase,
+  streams: ReadonlyArray<string>,
+  bases: ReadonlyArray<Head>,
+  recorded_at: string,
+  chained: ReadonlyArray<ReadonlyArray<ChainedEvent>>,
+): Promise<ReadonlyArray<StreamOutcome>> => {
+  const all = chained.flatMap((events, index) => events.map((c) => ({ c, stream: index + 1 })))
+  const found = await client.query<{
+    stream: number
+    position: string | null
+    version: string
+    conflict: boolean
+  }>({
+    name: "event_store_append_streams",
+    text: appendStreamsSql,
+    values: [
+      streams,
+      bases.map((b) => b.version),
+      bases.map((b) => `\\x${b.last_hash}`),
+      recorded_at,
+      all.map((a) => a.stream),
+      all.map((a) => a.c.event.stream_version),
+      all.map((a) => a.c.event.event_id),
+      all.map((a) => a.c.event.event_type),
+      all.map((a) => a.c.event.schema_version),
+      `[${all.map((a) => a.c.data_json).join(",")}]`,
+      `[${all.map((a) => a.c.metadata_json).join(",")}]`,
+      all.map((a) => `\\x${a.c.event.hash}`),
+      all.map((a) => `\\x${a.c.event.prev_hash}`),
+    ],
+  })
+  const positions = streams.map((): Array<bigint> => [])
+  const conflicts = new Map<number, number>()
+  for (const row of found.rows) {
+    const index = row.stream - 1
+    assert(index >= 0 && index < streams.length, `append_streams returned stream ${row.stream}`)
+    if (row.conflict) conflicts.set(index, toSafeInteger(row.version, "stream version"))
+    else positions[index]?.push(BigInt(row.position ?? "0"))
+  }
+  return streams.map((_stream, index): StreamOutcome => {
+    const actual = conflicts.get(index)
+    if (actual !== undefined) return { _tag: "Conflict", actual }
+    const own = positions[index] ?? []
+    assert(own.length === chained[index]?.length, "append_streams returned a different number of rows")
+    own.forEach((position, i) => {
+      const previous = own[i - 1]
+      assert(previous === undefined || previous < position, "positions do not increase with versions")
+    })
+    return { _tag: "Appended", positions: own }
+  })
 }
 
 /** Another transaction committed this stream version first (only a writer bypassing the lock can). */
@@ -644,49 +713,123 @@ export const makePostgresEventStore = (
       return outcome
     })
 
-  const appendInTransaction = (
-    stream_id: string,
-    expected: ExpectedVersion,
-    events: ReadonlyArray<NewEvent>,
-    work: (client: pg.PoolClient, appended: AppendResult) => Promise<void>,
-  ) =>
-    toAppendEffect(stream_id, expected, async () => {
-      assertAppendArguments(stream_id, expected, events)
+  const appendStreamsInTransaction = (
+    appends: ReadonlyArray<StreamAppend>,
+    work: (client: pg.PoolClient, appended: ReadonlyArray<AppendResult | undefined>) => Promise<void>,
+  ): Effect.Effect<ReadonlyArray<Result.Result<AppendResult, WrongExpectedVersion>>> =>
+    Effect.promise(async () => {
+      assert(appends.length > 0, "appendStreamsInTransaction needs at least one stream")
+      const seen = new Set<string>()
+      for (const { stream_id, expected, events } of appends) {
+        assertAppendArguments(stream_id, expected, events)
+        assert(events.length > 0, `the append to ${stream_id} has no events`)
+        assert(!seen.has(stream_id), `stream ${stream_id} appears twice in one transaction`)
+        seen.add(stream_id)
+      }
+      const total = appends.reduce((sum, a) => sum + a.events.length, 0)
+      assertCount(total, append_event_count_max, "events per transaction")
+      const wrong = (index: number, actual: number) => {
+        const { stream_id, expected } = appends[index] as StreamAppend
+        heads.delete(stream_id)
+        return Result.fail(new WrongExpectedVersion({ stream_id, expected, actual }))
+      }
+      const results: Array<Result.Result<AppendResult, WrongExpectedVersion> | undefined> = appends.map(
+        () => undefined,
+      )
       const client = await pool.connect()
       let open = false
+      let commitSent = false
       let healthy = true
+      const included: Array<number> = []
       try {
         await client.query("begin")
         open = true
-        const outcome =
-          events.length === 0
-            ? await appendNothing(client, stream_id, expected)
-            : await appendRows(
-                client,
-                null,
-                stream_id,
-                expected,
-                events,
-                heads.get(stream_id),
-                (head) => rememberHead(stream_id, head),
-                pool,
-              )
-        if (outcome._tag !== "Appended") {
-          heads.delete(stream_id)
-          return outcome
+        // Bases: the cached head when it is the expected version, else a read (reads assign no
+        // transaction id, so the append is still the transaction's first write).
+        const bases: Array<Head> = []
+        for (const [index, { stream_id, expected }] of appends.entries()) {
+          const version = expected === "no_stream" ? 0 : expected
+          const guess =
+            expected === "no_stream" ? { version: 0, last_hash: GENESIS_HASH } : heads.get(stream_id)
+          const base = guess?.version === version ? guess : await readHead(client, stream_id)
+          if (base.version !== version) results[index] = wrong(index, base.version)
+          else {
+            included.push(index)
+            bases.push(base)
+          }
         }
-        await work(client, outcome.result)
+        if (included.length > 0) {
+          const recorded_at = new Date().toISOString()
+          const chained = included.map((index, i) => {
+            const { stream_id, events } = appends[index] as StreamAppend
+            const own = chainEvents(stream_id, bases[i] as Head, events, recorded_at)
+            const last = own.at(-1)
+            // Remembered before the commit: a pipelining writer chains its next batch on top.
+            if (last !== undefined)
+              rememberHead(stream_id, { version: last.event.stream_version, last_hash: last.event.hash })
+            return own
+          })
+          let outcomes: ReadonlyArray<StreamOutcome>
+          try {
+            outcomes = await callAppendStreams(
+              client,
+              included.map((index) => (appends[index] as StreamAppend).stream_id),
+              bases,
+              recorded_at,
+              chained,
+            )
+          } catch (error) {
+            if (!isLostRace(error)) throw error
+            // A writer bypassing the locks won a race: the transaction is aborted, nothing is ours.
+            await client.query("rollback")
+            open = false
+            for (const index of included) {
+              const stream_id = (appends[index] as StreamAppend).stream_id
+              results[index] = wrong(index, await committedVersion(pool, stream_id))
+            }
+            return results as ReadonlyArray<Result.Result<AppendResult, WrongExpectedVersion>>
+          }
+          outcomes.forEach((outcome, i) => {
+            const index = included[i] as number
+            if (outcome._tag === "Conflict") {
+              results[index] = wrong(index, outcome.actual)
+              return
+            }
+            const own = chained[i] ?? []
+            const events = own.map(
+              (c, n): RecordedEvent => ({ ...c.event, global_position: outcome.positions[n] ?? 0n }),
+            )
+            const last = events.at(-1) as RecordedEvent
+            results[index] = Result.succeed({
+              next_expected_version: last.stream_version,
+              last_position: last.global_position,
+              events,
+            })
+          })
+        }
+        const appended = results.map((r) => (r !== undefined && Result.isSuccess(r) ? r.success : undefined))
+        if (appended.every((r) => r === undefined)) {
+          await client.query("rollback")
+          open = false
+          return results as ReadonlyArray<Result.Result<AppendResult, WrongExpectedVersion>>
+        }
+        await work(client, appended)
+        commitSent = true
         await client.query("commit")
         open = false
-        const head: Head | undefined = "head" in outcome ? (outcome.head as Head | undefined) : undefined
-        if (head !== undefined) {
-          if ((heads.get(stream_id)?.version ?? 0) < head.version) rememberHead(stream_id, head)
+        appended.forEach((result, index) => {
+          if (result === undefined) return
+          const stream_id = (appends[index] as StreamAppend).stream_id
+          const last = result.events.at(-1) as RecordedEvent
+          // A later append may already be chained on top (pipelining): never move the head back.
+          if ((heads.get(stream_id)?.version ?? 0) < last.stream_version)
+            rememberHead(stream_id, { version: last.stream_version, last_hash: last.hash })
           notifier.appended(stream_id)
-        }
-        return outcome
+        })
+        return results as ReadonlyArray<Result.Result<AppendResult, WrongExpectedVersion>>
       } catch (error) {
-        heads.delete(stream_id)
-        throw error
+        for (const index of included) heads.delete((appends[index] as StreamAppend).stream_id)
+        throw commitSent ? error : new NotCommitted(error)
       } finally {
         if (open) await client.query("rollback").catch(() => (healthy = false))
         client.release(healthy ? undefined : true)
@@ -696,7 +839,7 @@ export const makePostgresEventStore = (
   return {
     append: (stream_id, expected, events) =>
       appendWith(undefined, stream_id, expected, events).pipe(Effect.withSpan("EventStore.append")),
-    appendInTransaction,
+    appendStreamsInTransaction,
     appendWithClient: (client, stream_id, expected, events) =>
       appendWith(client, stream_id, expected, events).pipe(Effect.withSpan("EventStore.appendWithClient")),
     readStream: (stream_id, readOptions = {}) =>

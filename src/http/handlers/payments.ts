@@ -87,22 +87,14 @@ const checkMetadata = (metadata: Readonly<Record<string, string>>): Effect.Effec
   return Effect.void
 }
 
-/** The payer wallet and the recipient's linked wallet (if any), in one query. */
+/** The payer wallet and the recipient's linked wallet (if any), in one (shared) query. */
 const resolveParties = (caller: Caller, from_wallet: string | undefined, recipient: Identifier) =>
   Effect.gen(function* () {
-    const { pool } = yield* Platform
-    const found = yield* db(() =>
-      pool.query<{ default_wallet_id: string | null; to_wallet_id: string | null }>({
-        name: "payments_resolve_parties",
-        text: `select (select default_wallet_id from platform.tenant_environments
-                  where tenant_id = $1 and environment = $2) as default_wallet_id,
-                (select wallet_id from platform.identities
-                  where tenant_id = $1 and environment = $2 and value = $3 and unlinked_at is null) as to_wallet_id`,
-        values: [caller.tenant_id, caller.environment, recipient.value],
-      }),
+    const { parties } = yield* Platform
+    const row = yield* db(() =>
+      parties({ tenant_id: caller.tenant_id, environment: caller.environment, recipient: recipient.value }),
     )
-    const row = found.rows[0]
-    const payer_id = from_wallet ?? row?.default_wallet_id ?? null
+    const payer_id = from_wallet ?? row.default_wallet_id ?? null
     if (payer_id === null) {
       return yield* unprocessable(
         "no_default_wallet",
@@ -111,7 +103,7 @@ const resolveParties = (caller: Caller, from_wallet: string | undefined, recipie
       )
     }
     const payer = yield* callerWallet(caller, payer_id, "from_wallet")
-    return { payer, to_wallet_id: row?.to_wallet_id ?? null }
+    return { payer, to_wallet_id: row.to_wallet_id ?? null }
   })
 
 interface Plan {
