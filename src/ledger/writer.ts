@@ -33,6 +33,7 @@ import {
   type AppendResult,
   type EventMetadata,
   EventStore,
+  type GroupCommitWork,
   type NewEvent,
   NotCommitted,
   type RecordedEvent,
@@ -58,12 +59,12 @@ export interface CommandContext {
   readonly attachment?: unknown
 }
 
-/** One command of an appended batch, as the transaction hook sees it. */
+/** One command of an appended batch, as the transaction hook sees it (events without positions). */
 export interface AppendedCommand {
   readonly ledger: LedgerId
   readonly command: LedgerCommand
   readonly context: CommandContext
-  readonly events: ReadonlyArray<RecordedEvent>
+  readonly events: ReadonlyArray<Omit<RecordedEvent, "global_position">>
 }
 
 /**
@@ -123,7 +124,7 @@ export interface WriterOptions {
   readonly transaction?: {
     readonly appendStreams: (
       appends: ReadonlyArray<StreamAppend>,
-      work: (client: pg.PoolClient, appended: ReadonlyArray<AppendResult | undefined>) => Promise<void>,
+      work: GroupCommitWork,
     ) => Effect.Effect<ReadonlyArray<Result.Result<AppendResult, WrongExpectedVersion>>>
     readonly hook: TransactionHook
     /** Transactions in flight at once (pipelining); 1 waits for each commit. */
@@ -215,6 +216,23 @@ interface Submission {
   readonly reject: (defect: unknown) => void
 }
 
+/** The commands of a batch that recorded events, with their events, for the transaction hook. */
+const appendedCommands = (
+  decided: ReadonlyArray<Outcome>,
+  events: ReadonlyArray<Omit<RecordedEvent, "global_position">>,
+  into: Array<AppendedCommand>,
+) => {
+  for (const { waiter, outcome } of decided) {
+    if (outcome.kind !== "events") continue
+    into.push({
+      ledger: waiter.ledger,
+      command: waiter.command,
+      context: waiter.context,
+      events: events.slice(outcome.from, outcome.from + outcome.count),
+    })
+  }
+}
+
 /**
  * The group commit across ledgers. Batches submitted while `commits_in_flight_max` transactions are
  * running wait, and the next transaction takes all of them (one batch per ledger; a ledger's next
@@ -223,21 +241,14 @@ interface Submission {
  * then retried one per transaction, so one ledger's failing hook never fails another ledger's
  * commands.
  */
-const makeCommitter = (
-  transaction: NonNullable<WriterOptions["transaction"]>,
-  appendedCommands: (
-    decided: ReadonlyArray<Outcome>,
-    events: ReadonlyArray<RecordedEvent>,
-    into: Array<AppendedCommand>,
-  ) => void,
-) => {
+const makeCommitter = (transaction: NonNullable<WriterOptions["transaction"]>) => {
   const in_flight_max = transaction.commits_in_flight_max ?? 2
   const events_max = transaction.commit_events_max ?? 4_096
   const queue: Array<Submission> = []
   let running = 0
 
   const run = (taken: ReadonlyArray<Submission>): Promise<void> => {
-    const work = (client: pg.PoolClient, appended: ReadonlyArray<AppendResult | undefined>) => {
+    const work: GroupCommitWork = (client, appended) => {
       const commands: Array<AppendedCommand> = []
       taken.forEach((submission, index) => {
         const result = appended[index]
@@ -506,24 +517,7 @@ export const makeLedgerWriter = (
     }
   }
 
-  /** The commands of a batch that recorded events, with their events, for the transaction hook. */
-  const appendedCommands = (
-    decided: ReadonlyArray<Outcome>,
-    events: ReadonlyArray<RecordedEvent>,
-    into: Array<AppendedCommand>,
-  ) => {
-    for (const { waiter, outcome } of decided) {
-      if (outcome.kind !== "events") continue
-      into.push({
-        ledger: waiter.ledger,
-        command: waiter.command,
-        context: waiter.context,
-        events: events.slice(outcome.from, outcome.from + outcome.count),
-      })
-    }
-  }
-
-  const committer = transaction === undefined ? undefined : makeCommitter(transaction, appendedCommands)
+  const committer = transaction === undefined ? undefined : makeCommitter(transaction)
 
   /** Appends a batch's events; with a transaction hook, in a group commit with what it writes. */
   const appendBatch = (

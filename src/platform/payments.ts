@@ -120,10 +120,14 @@ export const ledgerHook =
   (enqueue: EnqueueEvents): TransactionHook =>
   async (client, appended) => {
     const collected = collect(appended)
-    await insertPayments(client, collected.payments)
-    await storeResponses(client, collected.stored)
-    const completed = await completeSettled(client, collected.settlements)
-    const failed = await failReleased(client, collected.released)
-    const events = [...collected.payments, ...completed, ...failed].map(paymentEvent)
-    if (events.length > 0) await enqueue(client, events)
+    // Sent together (the append's connection pipelines); PostgreSQL runs them in this order.
+    const [, , completed, failed] = await Promise.all([
+      insertPayments(client, collected.payments),
+      storeResponses(client, collected.stored),
+      completeSettled(client, collected.settlements),
+      failReleased(client, collected.released),
+      enqueue(client, collected.payments.map(paymentEvent)),
+    ])
+    const changed = [...completed, ...failed].map(paymentEvent)
+    if (changed.length > 0) await enqueue(client, changed)
   }

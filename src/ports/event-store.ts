@@ -4,6 +4,7 @@
  * (test/integration/event-store-contract.ts).
  */
 import { Context, Data, type Effect } from "effect"
+import type pg from "pg"
 
 /** Who and why: carried by every event, never interpreted by the store. */
 export interface EventMetadata {
@@ -59,6 +60,22 @@ export interface StreamAppend {
   readonly expected: number | "no_stream"
   readonly events: ReadonlyArray<NewEvent>
 }
+
+/** A stream's events as a group commit's work sees them: chained (versions, hashes), no positions yet. */
+export interface ChainedAppend {
+  readonly next_expected_version: number
+  readonly events: ReadonlyArray<Omit<RecordedEvent, "global_position">>
+}
+
+/**
+ * What must commit with a group commit's events, run on the transaction's connection. It may run
+ * more than once (each time in a transaction that is rolled back, but for the last): write, never
+ * act outside the database. `undefined` marks a stream that gets no events.
+ */
+export type GroupCommitWork = (
+  client: pg.PoolClient,
+  appended: ReadonlyArray<ChainedAppend | undefined>,
+) => Promise<void>
 
 /** The transaction failed before its COMMIT was sent: nothing of it was written. */
 export class NotCommitted extends Error {

@@ -281,14 +281,17 @@ export async function enqueueEvents(client: Db, rows: ReadonlyArray<EnqueueEvent
   await client.query(
     `insert into platform.webhook_events
        (event_id, tenant_id, environment, event_type, data, created_at, target_webhook_id)
-     select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::timestamptz[],
-       $7::text[])`,
+     select r.event_id, r.tenant_id, r.environment, r.event_type, d.data, r.created_at, r.target_webhook_id
+       from unnest($1::text[], $2::text[], $3::text[], $4::text[], $6::timestamptz[], $7::text[])
+              with ordinality as r(event_id, tenant_id, environment, event_type, created_at, target_webhook_id, n)
+       join jsonb_array_elements($5::jsonb) with ordinality as d(data, n) on d.n = r.n`,
     [
       event_ids,
       rows.map((row) => row.tenant_id),
       rows.map((row) => row.environment),
       rows.map((row) => row.event_type),
-      rows.map((row) => JSON.stringify(row.data)),
+      // One JSON array rather than an array of jsonb: no array-literal escaping of every body.
+      JSON.stringify(rows.map((row) => row.data)),
       rows.map((row) => row.created_at.toISOString()),
       rows.map((row) => row.target_webhook_id ?? null),
     ],
@@ -312,8 +315,10 @@ export async function enqueueSubscribedEvents(
     name: "webhooks_enqueue_subscribed",
     text: `insert into platform.webhook_events
        (event_id, tenant_id, environment, event_type, data, created_at, target_webhook_id)
-     select r.* from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::timestamptz[],
-       $7::text[]) as r(event_id, tenant_id, environment, event_type, data, created_at, target_webhook_id)
+     select r.event_id, r.tenant_id, r.environment, r.event_type, d.data, r.created_at, r.target_webhook_id
+       from unnest($1::text[], $2::text[], $3::text[], $4::text[], $6::timestamptz[], $7::text[])
+              with ordinality as r(event_id, tenant_id, environment, event_type, created_at, target_webhook_id, n)
+       join jsonb_array_elements($5::jsonb) with ordinality as d(data, n) on d.n = r.n
      where exists (
        select 1 from platform.webhooks w
         where w.tenant_id = r.tenant_id and w.environment = r.environment and w.enabled
@@ -323,7 +328,8 @@ export async function enqueueSubscribedEvents(
       rows.map((row) => row.tenant_id),
       rows.map((row) => row.environment),
       rows.map((row) => row.event_type),
-      rows.map((row) => JSON.stringify(row.data)),
+      // One JSON array rather than an array of jsonb: no array-literal escaping of every body.
+      JSON.stringify(rows.map((row) => row.data)),
       rows.map((row) => row.created_at.toISOString()),
       rows.map((row) => row.target_webhook_id ?? null),
     ],

@@ -303,6 +303,28 @@ describe("event store on PostgreSQL", () => {
       })
     }))
 
+  it("a group commit whose work left a failed statement behind is rolled back whole, never half committed", () =>
+    withStore(async (_db, store) => {
+      const failing = Effect.runPromise(
+        store.appendStreamsInTransaction(
+          [{ stream_id: "half", expected: "no_stream", events: newEvents("half", 2) }],
+          async (client) => {
+            // Not awaited: the work "succeeds", but the transaction is aborted and COMMIT answers ROLLBACK.
+            client.query("insert into no_such_table values (1)").catch(() => {})
+          },
+        ),
+      )
+      await expect(failing).rejects.toBeInstanceOf(NotCommitted)
+      expect(await run(store.readStream("half"))).toEqual([])
+      const [again] = await run(
+        store.appendStreamsInTransaction(
+          [{ stream_id: "half", expected: "no_stream", events: newEvents("half", 1) }],
+          async () => {},
+        ),
+      )
+      expect(again !== undefined && Result.isSuccess(again)).toBe(true)
+    }))
+
   it("a group commit appends every stream at its expected version in one transaction and skips only the stale ones", () =>
     withStore(async (db, store) => {
       await run(store.append("b", "no_stream", newEvents("b", 2)))
@@ -310,6 +332,7 @@ describe("event store on PostgreSQL", () => {
       await run(store.append("c", "no_stream", newEvents("c", 1)))
       const other = makePostgresEventStore(otherPool(db, 2))
       await run(other.append("c", 1, newEvents("c-other", 1)))
+      await db.pool.query("create table work_runs (run integer not null, streams text not null)")
       const seen: Array<Array<number | undefined>> = []
       const results = await run(
         store.appendStreamsInTransaction(
@@ -319,13 +342,25 @@ describe("event store on PostgreSQL", () => {
             { stream_id: "c", expected: 1, events: newEvents("c-late", 1) },
             { stream_id: "d", expected: 5, events: newEvents("d", 1) },
           ],
-          async (_client, appended) => {
+          async (client, appended) => {
             seen.push(appended.map((r) => r?.next_expected_version))
+            await client.query("insert into work_runs values ($1, $2)", [
+              seen.length,
+              appended.map((r) => r?.next_expected_version ?? "-").join(","),
+            ])
           },
         ),
       )
       await run(other.close)
-      expect(seen).toEqual([[3, 3, undefined, undefined]])
+      // "d" is refused before anything is sent. "c" was chained on our stale head: the database
+      // refuses it, that transaction (with the work done for "c") is rolled back, and a second
+      // one appends "a" and "b" with the work run again for them alone.
+      expect(seen).toEqual([
+        [3, 3, 2, undefined],
+        [3, 3, undefined, undefined],
+      ])
+      const runs = await db.pool.query<{ run: number; streams: string }>("select run, streams from work_runs")
+      expect(runs.rows).toEqual([{ run: 2, streams: "3,3,-,-" }])
       const [a, b, c, d] = results
       expect(a !== undefined && Result.isSuccess(a) && a.success.events.map((e) => e.stream_version)).toEqual(
         [1, 2, 3],

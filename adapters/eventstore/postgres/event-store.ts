@@ -15,10 +15,12 @@ import pg from "pg"
 import { Database } from "../../../src/ports/database.ts"
 import {
   type AppendResult,
+  type ChainedAppend,
   type Checkpoint,
   type EventMetadata,
   EventStore,
   type ExpectedVersion,
+  type GroupCommitWork,
   type NewEvent,
   NotCommitted,
   type ReadAllOptions,
@@ -50,6 +52,12 @@ const append_marker_setting = "event_store.append_in_transaction"
 
 export interface PostgresEventStoreOptions {
   readonly notifyChannel?: string
+  /**
+   * Connections of the store's own pool for `appendStreamsInTransaction` (default 4). That pool
+   * pipelines: BEGIN and the append go out together, as do the statements a caller's work sends
+   * without awaiting each, so a group commit costs three round trips, not one per statement.
+   */
+  readonly transactionConnections?: number
 }
 
 export type PostgresEventStore = EventStore["Service"] & PostgresEventStoreExtras
@@ -76,17 +84,19 @@ export interface PostgresEventStoreExtras {
   ): Effect.Effect<AppendResult, WrongExpectedVersion>
   /**
    * Group commit across streams: appends to several streams in ONE transaction of the store's own,
-   * runs `work` in it after the events (rows that must commit with them: an outbox, read models
-   * that may never lag), then commits and announces the appends. Each stream's outcome is its own:
-   * a stream that is not at its expected version gets nothing (`WrongExpectedVersion` in its place,
-   * `undefined` for `work`) while the others are appended. Like `append`, it chains on the heads it
-   * last wrote, so a pipelining writer needs no read first. A failure before COMMIT is sent rolls
-   * everything back and is thrown as `NotCommitted`; any other failure may have committed.
+   * runs `work` in it (rows that must commit with the events: an outbox, read models that may never
+   * lag), then commits and announces the appends. BEGIN, the append and the work's statements are
+   * pipelined, so the work sees the events as chained, before their positions are known. Each
+   * stream's outcome is its own: a stream that is not at its expected version gets nothing
+   * (`WrongExpectedVersion` in its place) while the others are appended, in a new transaction with
+   * the work run again for them. Like `append`, it chains on the heads it last wrote, so a
+   * pipelining writer needs no read first. A failure before COMMIT is sent rolls everything back
+   * and is thrown as `NotCommitted`; any other failure may have committed.
    * @example store.appendStreamsInTransaction([{ stream_id: "ledger-t1-sandbox", expected: 4, events }], (client) => insertOutbox(client))
    */
   appendStreamsInTransaction(
     appends: ReadonlyArray<StreamAppend>,
-    work: (client: pg.PoolClient, appended: ReadonlyArray<AppendResult | undefined>) => Promise<void>,
+    work: GroupCommitWork,
   ): Effect.Effect<ReadonlyArray<Result.Result<AppendResult, WrongExpectedVersion>>>
   /** Closes the LISTEN connection and wakes every waiter. The pool stays open: it is the caller's. */
   readonly close: Effect.Effect<void>
@@ -668,6 +678,21 @@ export const makePostgresEventStore = (
   const channelBytes = Buffer.byteLength(channel)
   assert(channelBytes > 0 && channelBytes <= channel_name_bytes_max, `notify channel must be 1..63 bytes`)
   const listener = makeNotificationListener(pool, channel)
+  // Opened on the first group commit; idle connections never keep the process alive.
+  let transactionPool: pg.Pool | undefined
+  const transactionClient = (): Promise<pg.PoolClient> => {
+    if (transactionPool === undefined) {
+      transactionPool = new pg.Pool({
+        ...pool.options,
+        max: options.transactionConnections ?? 4,
+        pipeline: true,
+        allowExitOnIdle: true,
+      } as pg.PoolConfig)
+      // An idle client that loses its connection emits 'error'; the next connect opens a new one.
+      transactionPool.on("error", () => {})
+    }
+    return transactionPool.connect()
+  }
   const notifier = makeCommitNotifier(pool, channel, listener.wakeLocal)
   // The heads this store appended last, so that the next append to a stream needs no read first.
   const heads = new Map<string, Head>()
@@ -713,9 +738,157 @@ export const makePostgresEventStore = (
       return outcome
     })
 
+  /** One transaction of a group commit; conflicted streams come back for the caller to retry without. */
+  const groupCommitOnce = async (
+    appends: ReadonlyArray<StreamAppend>,
+    included: ReadonlyArray<number>,
+    work: GroupCommitWork,
+    results: Array<Result.Result<AppendResult, WrongExpectedVersion> | undefined>,
+    wrong: (index: number, actual: number) => Result.Result<AppendResult, WrongExpectedVersion>,
+  ): Promise<{ readonly retry: ReadonlyArray<number> }> => {
+    const client = await transactionClient()
+    let open = false
+    // Set once the outcome is no longer certain to be "nothing written".
+    let uncertain = false
+    let healthy = true
+    try {
+      // Pipelined: BEGIN, the append and the statements of `work` go out together; the work sees
+      // the events as chained (versions and hashes, no positions yet), and COMMIT waits for all.
+      const begun = client.query("begin")
+      begun.catch(() => {})
+      open = true
+      // Bases: the cached head when it is the expected version, else a read (reads assign no
+      // transaction id, so the append is still the transaction's first write).
+      const streams: Array<number> = []
+      const bases: Array<Head> = []
+      for (const index of included) {
+        const { stream_id, expected } = appends[index] as StreamAppend
+        const version = expected === "no_stream" ? 0 : expected
+        const guess =
+          expected === "no_stream" ? { version: 0, last_hash: GENESIS_HASH } : heads.get(stream_id)
+        const base = guess?.version === version ? guess : await readHead(client, stream_id)
+        if (base.version !== version) results[index] = wrong(index, base.version)
+        else {
+          streams.push(index)
+          bases.push(base)
+        }
+      }
+      if (streams.length === 0) return { retry: [] }
+      const recorded_at = new Date().toISOString()
+      const chained = streams.map((index, i) => {
+        const { stream_id, events } = appends[index] as StreamAppend
+        const own = chainEvents(stream_id, bases[i] as Head, events, recorded_at)
+        const last = own.at(-1)
+        // Remembered before the commit: a pipelining writer chains its next batch on top.
+        if (last !== undefined)
+          rememberHead(stream_id, { version: last.event.stream_version, last_hash: last.event.hash })
+        return own
+      })
+      const appending = callAppendStreams(
+        client,
+        streams.map((index) => (appends[index] as StreamAppend).stream_id),
+        bases,
+        recorded_at,
+        chained,
+      )
+      appending.catch(() => {})
+      const speculative: Array<ChainedAppend | undefined> = appends.map(() => undefined)
+      streams.forEach((index, i) => {
+        const own = chained[i] ?? []
+        speculative[index] = {
+          next_expected_version: own.at(-1)?.event.stream_version ?? 0,
+          events: own.map((c) => c.event),
+        }
+      })
+      const working = work(client, speculative).then(
+        () => ({ failed: false as const }),
+        (error: unknown) => ({ failed: true as const, error }),
+      )
+      // Had BEGIN failed, the append would have run (and perhaps committed) on its own.
+      await begun.catch((error: unknown) => {
+        uncertain = true
+        throw error
+      })
+      let outcomes: ReadonlyArray<StreamOutcome>
+      try {
+        outcomes = await appending
+      } catch (error) {
+        await working
+        if (!isLostRace(error)) throw error
+        // A writer bypassing the locks won a race: the transaction is aborted, nothing is ours.
+        await client.query("rollback")
+        open = false
+        for (const index of streams) {
+          const stream_id = (appends[index] as StreamAppend).stream_id
+          results[index] = wrong(index, await committedVersion(pool, stream_id))
+        }
+        return { retry: [] }
+      }
+      const worked = await working
+      if (worked.failed) throw worked.error
+      const conflicted = outcomes.some((outcome) => outcome._tag === "Conflict")
+      outcomes.forEach((outcome, i) => {
+        const index = streams[i] as number
+        if (outcome._tag === "Conflict") {
+          results[index] = wrong(index, outcome.actual)
+          return
+        }
+        const events = (chained[i] ?? []).map(
+          (c, n): RecordedEvent => ({ ...c.event, global_position: outcome.positions[n] ?? 0n }),
+        )
+        const last = events.at(-1) as RecordedEvent
+        results[index] = Result.succeed({
+          next_expected_version: last.stream_version,
+          last_position: last.global_position,
+          events,
+        })
+      })
+      if (conflicted) {
+        // The work was done for streams that did not all get their events: undo it all and let
+        // the caller go again with the streams that were appended.
+        await client.query("rollback")
+        open = false
+        const retry = streams.filter((index) => {
+          const result = results[index]
+          return result !== undefined && Result.isSuccess(result)
+        })
+        for (const index of retry) {
+          results[index] = undefined
+          heads.delete((appends[index] as StreamAppend).stream_id)
+        }
+        return { retry }
+      }
+      uncertain = true
+      const committed = await client.query("commit")
+      open = false
+      // COMMIT of a transaction that a statement aborted answers ROLLBACK instead of failing.
+      if (committed.command !== "COMMIT") {
+        uncertain = false
+        throw new Error(`event store: COMMIT answered ${committed.command}: a statement of the work failed`)
+      }
+      for (const index of streams) {
+        const result = results[index]
+        if (result === undefined || Result.isFailure(result)) continue
+        const stream_id = (appends[index] as StreamAppend).stream_id
+        const last = result.success.events.at(-1) as RecordedEvent
+        // A later append may already be chained on top (pipelining): never move the head back.
+        if ((heads.get(stream_id)?.version ?? 0) < last.stream_version)
+          rememberHead(stream_id, { version: last.stream_version, last_hash: last.hash })
+        notifier.appended(stream_id)
+      }
+      return { retry: [] }
+    } catch (error) {
+      for (const index of included) heads.delete((appends[index] as StreamAppend).stream_id)
+      throw uncertain ? error : new NotCommitted(error)
+    } finally {
+      if (open) await client.query("rollback").catch(() => (healthy = false))
+      client.release(healthy ? undefined : true)
+    }
+  }
+
   const appendStreamsInTransaction = (
     appends: ReadonlyArray<StreamAppend>,
-    work: (client: pg.PoolClient, appended: ReadonlyArray<AppendResult | undefined>) => Promise<void>,
+    work: GroupCommitWork,
   ): Effect.Effect<ReadonlyArray<Result.Result<AppendResult, WrongExpectedVersion>>> =>
     Effect.promise(async () => {
       assert(appends.length > 0, "appendStreamsInTransaction needs at least one stream")
@@ -736,104 +909,15 @@ export const makePostgresEventStore = (
       const results: Array<Result.Result<AppendResult, WrongExpectedVersion> | undefined> = appends.map(
         () => undefined,
       )
-      const client = await pool.connect()
-      let open = false
-      let commitSent = false
-      let healthy = true
-      const included: Array<number> = []
-      try {
-        await client.query("begin")
-        open = true
-        // Bases: the cached head when it is the expected version, else a read (reads assign no
-        // transaction id, so the append is still the transaction's first write).
-        const bases: Array<Head> = []
-        for (const [index, { stream_id, expected }] of appends.entries()) {
-          const version = expected === "no_stream" ? 0 : expected
-          const guess =
-            expected === "no_stream" ? { version: 0, last_hash: GENESIS_HASH } : heads.get(stream_id)
-          const base = guess?.version === version ? guess : await readHead(client, stream_id)
-          if (base.version !== version) results[index] = wrong(index, base.version)
-          else {
-            included.push(index)
-            bases.push(base)
-          }
-        }
-        if (included.length > 0) {
-          const recorded_at = new Date().toISOString()
-          const chained = included.map((index, i) => {
-            const { stream_id, events } = appends[index] as StreamAppend
-            const own = chainEvents(stream_id, bases[i] as Head, events, recorded_at)
-            const last = own.at(-1)
-            // Remembered before the commit: a pipelining writer chains its next batch on top.
-            if (last !== undefined)
-              rememberHead(stream_id, { version: last.event.stream_version, last_hash: last.event.hash })
-            return own
-          })
-          let outcomes: ReadonlyArray<StreamOutcome>
-          try {
-            outcomes = await callAppendStreams(
-              client,
-              included.map((index) => (appends[index] as StreamAppend).stream_id),
-              bases,
-              recorded_at,
-              chained,
-            )
-          } catch (error) {
-            if (!isLostRace(error)) throw error
-            // A writer bypassing the locks won a race: the transaction is aborted, nothing is ours.
-            await client.query("rollback")
-            open = false
-            for (const index of included) {
-              const stream_id = (appends[index] as StreamAppend).stream_id
-              results[index] = wrong(index, await committedVersion(pool, stream_id))
-            }
-            return results as ReadonlyArray<Result.Result<AppendResult, WrongExpectedVersion>>
-          }
-          outcomes.forEach((outcome, i) => {
-            const index = included[i] as number
-            if (outcome._tag === "Conflict") {
-              results[index] = wrong(index, outcome.actual)
-              return
-            }
-            const own = chained[i] ?? []
-            const events = own.map(
-              (c, n): RecordedEvent => ({ ...c.event, global_position: outcome.positions[n] ?? 0n }),
-            )
-            const last = events.at(-1) as RecordedEvent
-            results[index] = Result.succeed({
-              next_expected_version: last.stream_version,
-              last_position: last.global_position,
-              events,
-            })
-          })
-        }
-        const appended = results.map((r) => (r !== undefined && Result.isSuccess(r) ? r.success : undefined))
-        if (appended.every((r) => r === undefined)) {
-          await client.query("rollback")
-          open = false
-          return results as ReadonlyArray<Result.Result<AppendResult, WrongExpectedVersion>>
-        }
-        await work(client, appended)
-        commitSent = true
-        await client.query("commit")
-        open = false
-        appended.forEach((result, index) => {
-          if (result === undefined) return
-          const stream_id = (appends[index] as StreamAppend).stream_id
-          const last = result.events.at(-1) as RecordedEvent
-          // A later append may already be chained on top (pipelining): never move the head back.
-          if ((heads.get(stream_id)?.version ?? 0) < last.stream_version)
-            rememberHead(stream_id, { version: last.stream_version, last_hash: last.hash })
-          notifier.appended(stream_id)
-        })
-        return results as ReadonlyArray<Result.Result<AppendResult, WrongExpectedVersion>>
-      } catch (error) {
-        for (const index of included) heads.delete((appends[index] as StreamAppend).stream_id)
-        throw commitSent ? error : new NotCommitted(error)
-      } finally {
-        if (open) await client.query("rollback").catch(() => (healthy = false))
-        client.release(healthy ? undefined : true)
+      // Each round drops at least one conflicted stream, so this ends.
+      let included: ReadonlyArray<number> = appends.map((_append, index) => index)
+      while (included.length > 0) {
+        included = (await groupCommitOnce(appends, included, work, results, wrong)).retry
       }
+      return results.map((result, index) => {
+        assert(result !== undefined, `no outcome for ${(appends[index] as StreamAppend).stream_id}`)
+        return result
+      })
     })
 
   return {
@@ -867,7 +951,10 @@ export const makePostgresEventStore = (
     readSubscriptionBatch: (checkpoint, max_count): Effect.Effect<SubscriptionBatch> =>
       Effect.promise(() => readSubscriptionRows(pool, checkpoint, max_count)),
     waitForEvents: (timeout_ms) => listener.wait(timeout_ms),
-    close: Effect.promise(() => listener.close()),
+    close: Effect.promise(async () => {
+      await listener.close()
+      await transactionPool?.end()
+    }),
   }
 }
 
