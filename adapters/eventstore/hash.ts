@@ -24,6 +24,53 @@ const isPlainObject = (value: object): boolean => {
   return prototype === Object.prototype || prototype === null
 }
 
+/** Thrown by the fast writer; `canonicalJson` then walks again with paths to say what and where. */
+const invalid = new Error("canonical JSON: invalid value")
+
+/** The canonical text of a valid value; throws `invalid` for anything else. Builds no paths. */
+const writeFast = (value: unknown, depth: number): string => {
+  if (depth > json_depth_max) throw invalid
+  if (value === null) return "null"
+  switch (typeof value) {
+    case "string":
+      return JSON.stringify(value)
+    case "boolean":
+      return value ? "true" : "false"
+    case "number":
+      if (!Number.isFinite(value)) throw invalid
+      return JSON.stringify(value)
+    case "object":
+      break
+    default:
+      throw invalid
+  }
+  if (Array.isArray(value)) {
+    let out = "["
+    for (let index = 0; index < value.length; index += 1) {
+      const item: unknown = value[index]
+      if (item === undefined) throw invalid
+      if (index > 0) out += ","
+      out += writeFast(item, depth + 1)
+    }
+    return `${out}]`
+  }
+  if (!isPlainObject(value)) throw invalid
+  const record = value as Readonly<Record<string, unknown>>
+  const keys = Object.keys(record).sort()
+  let out = "{"
+  let first = true
+  for (const key of keys) {
+    const item = record[key]
+    // Keys with an undefined value are left out, as JSON.stringify (and hence the database) does.
+    if (item === undefined) continue
+    if (!first) out += ","
+    first = false
+    out += `${JSON.stringify(key)}:${writeFast(item, depth + 1)}`
+  }
+  return `${out}}`
+}
+
+/** The slow walk, with paths, run only to explain a value `writeFast` refused. */
 const writeCanonical = (value: unknown, path: string, depth: number, out: string[]): void => {
   if (depth > json_depth_max) throw new CanonicalJsonError(`${path}: nested deeper than ${json_depth_max}`)
   if (value === null || typeof value === "boolean" || typeof value === "string") {
@@ -78,9 +125,14 @@ const writeCanonical = (value: unknown, path: string, depth: number, out: string
  * canonicalJson({ b: [1, "x"], a: null }) // '{"a":null,"b":[1,"x"]}'
  */
 export const canonicalJson = (value: unknown): string => {
-  const out: string[] = []
-  writeCanonical(value, "$", 0, out)
-  return out.join("")
+  try {
+    return writeFast(value, 0)
+  } catch (error) {
+    if (error !== invalid && !(error instanceof RangeError)) throw error
+    // Say what is wrong and where (a cycle shows as nesting deeper than the limit).
+    writeCanonical(value, "$", 0, [])
+    throw new CanonicalJsonError("$: has no canonical JSON form")
+  }
 }
 
 /** The fields of a recorded event that its hash covers: all but position, hash and previous hash. */

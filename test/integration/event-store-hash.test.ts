@@ -71,6 +71,26 @@ describe("canonicalJson", () => {
     expect(() => canonicalJson(value)).toThrow(CanonicalJsonError)
   })
 
+  it("is JSON.stringify with every object's keys sorted, for any JSON value", () => {
+    // Written out by hand: an object cannot hold integer-like keys in sorted order for stringify.
+    const reference = (value: unknown): string =>
+      Array.isArray(value)
+        ? `[${value.map(reference).join(",")}]`
+        : value !== null && typeof value === "object"
+          ? `{${Object.keys(value)
+              .sort()
+              .map((key) => `${JSON.stringify(key)}:${reference((value as Record<string, unknown>)[key])}`)
+              .join(",")}}`
+          : JSON.stringify(value)
+    fc.assert(
+      fc.property(fc.jsonValue({ maxDepth: 6 }), (value) => {
+        expect(canonicalJson(value)).toBe(reference(value))
+        expect(JSON.parse(canonicalJson(value))).toEqual(JSON.parse(JSON.stringify(value)))
+      }),
+      { numRuns: 500 },
+    )
+  })
+
   it("accepts nesting of exactly 64", () => {
     expect(canonicalJson(deep(64))).toBe(`${"[".repeat(64)}1${"]".repeat(64)}`)
   })
