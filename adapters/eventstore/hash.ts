@@ -6,7 +6,7 @@
  * Each event's hash is SHA-256 over the previous event's hash (32 bytes; 32 zero bytes for a
  * stream's first event) followed by the canonical JSON of the event's recorded fields.
  */
-import { createHash } from "node:crypto"
+import { createHash, hash } from "node:crypto"
 
 /** The `prev_hash` of a stream's first event: 32 zero bytes, hex. */
 export const GENESIS_HASH = "0".repeat(64)
@@ -27,6 +27,9 @@ const isPlainObject = (value: object): boolean => {
 /** Thrown by the fast writer; `canonicalJson` then walks again with paths to say what and where. */
 const invalid = new Error("canonical JSON: invalid value")
 
+/** Cleared by `writeFast` when the text cannot give the value back (an undefined key, -0). */
+let exact = true
+
 /** The canonical text of a valid value; throws `invalid` for anything else. Builds no paths. */
 const writeFast = (value: unknown, depth: number): string => {
   if (depth > json_depth_max) throw invalid
@@ -38,6 +41,7 @@ const writeFast = (value: unknown, depth: number): string => {
       return value ? "true" : "false"
     case "number":
       if (!Number.isFinite(value)) throw invalid
+      if (Object.is(value, -0)) exact = false
       return JSON.stringify(value)
     case "object":
       break
@@ -62,7 +66,10 @@ const writeFast = (value: unknown, depth: number): string => {
   for (const key of keys) {
     const item = record[key]
     // Keys with an undefined value are left out, as JSON.stringify (and hence the database) does.
-    if (item === undefined) continue
+    if (item === undefined) {
+      exact = false
+      continue
+    }
     if (!first) out += ","
     first = false
     out += `${JSON.stringify(key)}:${writeFast(item, depth + 1)}`
@@ -124,9 +131,17 @@ const writeCanonical = (value: unknown, path: string, depth: number, out: string
  * @example
  * canonicalJson({ b: [1, "x"], a: null }) // '{"a":null,"b":[1,"x"]}'
  */
-export const canonicalJson = (value: unknown): string => {
+export const canonicalJson = (value: unknown): string => canonicalJsonExact(value).json
+
+/**
+ * `canonicalJson`, and whether parsing the text gives back a value equal to `value` (false when
+ * it had keys whose value is undefined, or -0), so that a caller may keep `value` instead.
+ */
+export const canonicalJsonExact = (value: unknown): { readonly json: string; readonly exact: boolean } => {
+  exact = true
   try {
-    return writeFast(value, 0)
+    const json = writeFast(value, 0)
+    return { json, exact }
   } catch (error) {
     if (error !== invalid && !(error instanceof RangeError)) throw error
     // Say what is wrong and where (a cycle shows as nesting deeper than the limit).
@@ -203,10 +218,12 @@ export const eventHashCanonical = (
   metadata_json: string,
 ): string => {
   if (!hashPattern.test(prev_hash)) throw new TypeError(`prev_hash must be 64 lowercase hex digits`)
-  return createHash("sha256")
-    .update(Buffer.from(prev_hash, "hex"))
-    .update(canonicalEventText(event, data_json, metadata_json), "utf8")
-    .digest("hex")
+  const text = canonicalEventText(event, data_json, metadata_json)
+  // One buffer and the one-shot hash: the hot append path hashes every event.
+  const bytes = Buffer.allocUnsafe(32 + Buffer.byteLength(text, "utf8"))
+  bytes.write(prev_hash, 0, "hex")
+  bytes.write(text, 32, "utf8")
+  return hash("sha256", bytes, "hex")
 }
 
 /**

@@ -7,6 +7,7 @@ import {
   CanonicalJsonError,
   canonicalEventBytes,
   canonicalJson,
+  canonicalJsonExact,
   eventHash,
   eventHashCanonical,
   GENESIS_HASH,
@@ -86,6 +87,38 @@ describe("canonicalJson", () => {
       fc.property(fc.jsonValue({ maxDepth: 6 }), (value) => {
         expect(canonicalJson(value)).toBe(reference(value))
         expect(JSON.parse(canonicalJson(value))).toEqual(JSON.parse(JSON.stringify(value)))
+      }),
+      { numRuns: 500 },
+    )
+  })
+
+  it("says whether its text gives the value back exactly (no undefined key, no -0)", () => {
+    // Same keys (an undefined value counts), same primitives by Object.is; prototypes aside.
+    const same = (a: unknown, b: unknown): boolean => {
+      if (typeof a !== "object" || a === null || typeof b !== "object" || b === null) return Object.is(a, b)
+      if (Array.isArray(a) !== Array.isArray(b)) return false
+      const keys = Object.keys(a)
+      return (
+        keys.length === Object.keys(b).length &&
+        keys.every(
+          (key) =>
+            Object.hasOwn(b, key) &&
+            same((a as Record<string, unknown>)[key], (b as Record<string, unknown>)[key]),
+        )
+      )
+    }
+    const values = fc.oneof(
+      fc.jsonValue({ maxDepth: 4 }),
+      fc.dictionary(
+        fc.string(),
+        fc.oneof(fc.constant(undefined), fc.constant(-0), fc.integer(), fc.string()),
+      ),
+    )
+    fc.assert(
+      fc.property(values, (value) => {
+        const { json, exact } = canonicalJsonExact(value)
+        expect(json).toBe(canonicalJson(value))
+        expect(exact).toBe(same(JSON.parse(json), value))
       }),
       { numRuns: 500 },
     )

@@ -30,7 +30,7 @@ import {
   type SubscriptionBatch,
   WrongExpectedVersion,
 } from "../../../src/ports/event-store.ts"
-import { canonicalJson, eventHashCanonical, GENESIS_HASH } from "../hash.ts"
+import { canonicalJsonExact, eventHashCanonical, GENESIS_HASH } from "../hash.ts"
 
 /** The NOTIFY channel an append signals on (payload: the stream id) unless told otherwise. */
 export const defaultNotifyChannel = "event_store_appended"
@@ -206,8 +206,10 @@ const chainEvents = (
 ): ReadonlyArray<ChainedEvent> => {
   let prev_hash = head.last_hash
   return events.map((input, index) => {
-    const data_json = canonicalJson(input.data)
-    const metadata_json = canonicalJson(input.metadata)
+    const data = canonicalJsonExact(input.data)
+    const metadata = canonicalJsonExact(input.metadata)
+    const data_json = data.json
+    const metadata_json = metadata.json
     const fields = {
       stream_id,
       stream_version: head.version + index + 1,
@@ -218,12 +220,13 @@ const chainEvents = (
       recorded_at,
     }
     const hash = eventHashCanonical(prev_hash, fields, data_json, metadata_json)
-    // Parsed back from the canonical text, so that the returned event equals what a read gives back
-    // (canonical JSON drops keys whose value is undefined, as the database does).
+    // The returned event equals what a read gives back: the caller's objects when their canonical
+    // text gives them back exactly, else that text parsed (it drops keys whose value is undefined,
+    // as the database does).
     const event = {
       ...fields,
-      data: JSON.parse(data_json) as Record<string, unknown>,
-      metadata: JSON.parse(metadata_json) as EventMetadata,
+      data: (data.exact ? input.data : JSON.parse(data_json)) as Record<string, unknown>,
+      metadata: (metadata.exact ? input.metadata : JSON.parse(metadata_json)) as EventMetadata,
       hash,
       prev_hash,
     }
