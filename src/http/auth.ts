@@ -42,7 +42,10 @@ export const AuthenticationLive = Layer.effect(
             )
           }
           const now_ms = Date.now()
-          const outcome = yield* Effect.promise(() => platform.keys.authenticate(api_key, tenant_id, now_ms))
+          // A cached key is decided at once; only a miss waits for the database.
+          const outcome =
+            platform.keys.authenticateCached(api_key, tenant_id, now_ms) ??
+            (yield* Effect.promise(() => platform.keys.authenticate(api_key, tenant_id, now_ms)))
           if (outcome.kind !== "ok") return yield* Effect.die(refusals[outcome.kind])
           const { caller } = outcome
           const scope = Context.getOrUndefined(endpoint.annotations, RequiredScope)

@@ -682,10 +682,14 @@ export const makeLedgerWriter = (
     )
 
   const snapshot = (ledger: LedgerId) =>
-    Effect.promise(async () => {
+    Effect.suspend(() => {
       const slot = slotOf(ledger)
-      await ensureLoaded(slot)
-      return { state: slot.state, version: slot.version }
+      // A loaded ledger answers at once, without a promise.
+      if (slot.loaded) return Effect.succeed({ state: slot.state, version: slot.version })
+      return Effect.promise(async () => {
+        await ensureLoaded(slot)
+        return { state: slot.state, version: slot.version }
+      })
     })
 
   return { execute, snapshot }

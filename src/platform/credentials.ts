@@ -146,10 +146,13 @@ export type AuthOutcome =
 /** Looks up API keys by their hash, with a short cache; `forget` drops a key at once. */
 export const makeKeyAuthenticator = (pool: pg.Pool) => {
   const cache = new Map<string, { readonly row: AuthRow | undefined; readonly cached_ms: number }>()
+  const cached = (hash: Buffer, now_ms: number): { readonly row: AuthRow | undefined } | undefined => {
+    const hit = cache.get(hash.toString("base64"))
+    return hit !== undefined && now_ms - hit.cached_ms < key_cache_ttl_ms ? hit : undefined
+  }
   const lookup = async (hash: Buffer, now_ms: number) => {
-    const cacheKey = hash.toString("base64")
-    const hit = cache.get(cacheKey)
-    if (hit !== undefined && now_ms - hit.cached_ms < key_cache_ttl_ms) return hit.row
+    const hit = cached(hash, now_ms)
+    if (hit !== undefined) return hit.row
     const found = await pool.query<AuthRow>(
       `select k.key_id, k.tenant_id, k.environment, k.scopes, t.plan, t.custody_index, k.expires_at, k.revoked_at
          from platform.api_keys k join platform.tenants t using (tenant_id)
@@ -157,18 +160,24 @@ export const makeKeyAuthenticator = (pool: pg.Pool) => {
       [hash],
     )
     if (cache.size > 10_000) cache.clear()
-    cache.set(cacheKey, { row: found.rows[0], cached_ms: now_ms })
+    cache.set(hash.toString("base64"), { row: found.rows[0], cached_ms: now_ms })
     return found.rows[0]
   }
+  const decide = (row: AuthRow | undefined, tenant_id: string, now_ms: number): AuthOutcome => {
+    if (row === undefined) return { kind: "unknown_key" }
+    if (row.tenant_id !== tenant_id) return { kind: "tenant_mismatch" }
+    if (row.revoked_at !== null) return { kind: "revoked" }
+    if (row.expires_at !== null && row.expires_at.getTime() <= now_ms) return { kind: "expired" }
+    const { key_id, environment, scopes, plan, custody_index } = row
+    return { kind: "ok", caller: { tenant_id, environment, key_id, scopes, plan, custody_index } }
+  }
   return {
-    authenticate: async (api_key: string, tenant_id: string, now_ms: number): Promise<AuthOutcome> => {
-      const row = await lookup(sha256(api_key), now_ms)
-      if (row === undefined) return { kind: "unknown_key" }
-      if (row.tenant_id !== tenant_id) return { kind: "tenant_mismatch" }
-      if (row.revoked_at !== null) return { kind: "revoked" }
-      if (row.expires_at !== null && row.expires_at.getTime() <= now_ms) return { kind: "expired" }
-      const { key_id, environment, scopes, plan, custody_index } = row
-      return { kind: "ok", caller: { tenant_id, environment, key_id, scopes, plan, custody_index } }
+    authenticate: async (api_key: string, tenant_id: string, now_ms: number): Promise<AuthOutcome> =>
+      decide(await lookup(sha256(api_key), now_ms), tenant_id, now_ms),
+    /** `authenticate` without a database read: undefined when the key is not in the cache. */
+    authenticateCached: (api_key: string, tenant_id: string, now_ms: number): AuthOutcome | undefined => {
+      const hit = cached(sha256(api_key), now_ms)
+      return hit === undefined ? undefined : decide(hit.row, tenant_id, now_ms)
     },
     /** Drops every cached entry of `key_id` (after a revoke or rotation). */
     forget: (key_id: string) => {

@@ -47,6 +47,21 @@ const wallet_cache_size_max = 100_000
 export const makeWalletReader = (pool: pg.Pool) => {
   const cache = new Map<string, WalletRow>()
   return {
+    /**
+     * `get` without a database read: `{ row }` when the wallet is cached (`row` undefined if it is
+     * not the tenant environment's), undefined when it is not cached.
+     */
+    peek: (
+      tenant_id: string,
+      environment: Environment,
+      wallet_id: string,
+    ): { readonly row: WalletRow | undefined } | undefined => {
+      const cached = cache.get(wallet_id)
+      if (cached === undefined) return undefined
+      return {
+        row: cached.tenant_id === tenant_id && cached.environment === environment ? cached : undefined,
+      }
+    },
     /** The wallet if it belongs to the tenant's environment; otherwise undefined. */
     get: async (
       tenant_id: string,

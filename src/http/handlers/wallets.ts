@@ -45,7 +45,9 @@ export const faucet_whole_units_max = 1_000_000n
 export const callerWallet = (caller: Caller, wallet_id: string, param = "wallet_id") =>
   Effect.gen(function* () {
     const platform = yield* Platform
-    const wallet = yield* db(() => platform.wallets.get(caller.tenant_id, caller.environment, wallet_id))
+    const wallet =
+      platform.wallets.peek(caller.tenant_id, caller.environment, wallet_id)?.row ??
+      (yield* db(() => platform.wallets.get(caller.tenant_id, caller.environment, wallet_id)))
     if (wallet === undefined) return yield* notFound("wallet", wallet_id, param)
     return wallet
   })
