@@ -265,6 +265,25 @@ export interface EnqueueEventRow {
   readonly target_webhook_id?: string
 }
 
+/** The outbox rows of `rows` (parameters $1-$7 of `outboxValues`), as `r` with the body `d.data`. */
+const outboxInsertSql = `insert into platform.webhook_events
+       (event_id, tenant_id, environment, event_type, data, created_at, target_webhook_id)
+     select r.event_id, r.tenant_id, r.environment, r.event_type, d.data, r.created_at, r.target_webhook_id
+       from unnest($1::text[], $2::text[], $3::text[], $4::text[], $6::timestamptz[], $7::text[])
+              with ordinality as r(event_id, tenant_id, environment, event_type, created_at, target_webhook_id, n)
+       join jsonb_array_elements($5::jsonb) with ordinality as d(data, n) on d.n = r.n`
+
+const outboxValues = (event_ids: ReadonlyArray<string>, rows: ReadonlyArray<EnqueueEventRow>) => [
+  event_ids,
+  rows.map((row) => row.tenant_id),
+  rows.map((row) => row.environment),
+  rows.map((row) => row.event_type),
+  // One JSON array rather than an array of jsonb: no array-literal escaping of every body.
+  JSON.stringify(rows.map((row) => row.data)),
+  rows.map((row) => row.created_at.toISOString()),
+  rows.map((row) => row.target_webhook_id ?? null),
+]
+
 /**
  * Writes events to the outbox, in the caller's transaction (it never opens one: call it inside the
  * transaction of the change the events announce, so they commit or vanish with it). One statement
@@ -278,24 +297,7 @@ export interface EnqueueEventRow {
 export async function enqueueEvents(client: Db, rows: ReadonlyArray<EnqueueEventRow>): Promise<string[]> {
   if (rows.length === 0) return []
   const event_ids = rows.map(() => eventId())
-  await client.query(
-    `insert into platform.webhook_events
-       (event_id, tenant_id, environment, event_type, data, created_at, target_webhook_id)
-     select r.event_id, r.tenant_id, r.environment, r.event_type, d.data, r.created_at, r.target_webhook_id
-       from unnest($1::text[], $2::text[], $3::text[], $4::text[], $6::timestamptz[], $7::text[])
-              with ordinality as r(event_id, tenant_id, environment, event_type, created_at, target_webhook_id, n)
-       join jsonb_array_elements($5::jsonb) with ordinality as d(data, n) on d.n = r.n`,
-    [
-      event_ids,
-      rows.map((row) => row.tenant_id),
-      rows.map((row) => row.environment),
-      rows.map((row) => row.event_type),
-      // One JSON array rather than an array of jsonb: no array-literal escaping of every body.
-      JSON.stringify(rows.map((row) => row.data)),
-      rows.map((row) => row.created_at.toISOString()),
-      rows.map((row) => row.target_webhook_id ?? null),
-    ],
-  )
+  await client.query(outboxInsertSql, outboxValues(event_ids, rows))
   return event_ids
 }
 
@@ -313,26 +315,15 @@ export async function enqueueSubscribedEvents(
   if (rows.length === 0) return
   await client.query({
     name: "webhooks_enqueue_subscribed",
-    text: `insert into platform.webhook_events
-       (event_id, tenant_id, environment, event_type, data, created_at, target_webhook_id)
-     select r.event_id, r.tenant_id, r.environment, r.event_type, d.data, r.created_at, r.target_webhook_id
-       from unnest($1::text[], $2::text[], $3::text[], $4::text[], $6::timestamptz[], $7::text[])
-              with ordinality as r(event_id, tenant_id, environment, event_type, created_at, target_webhook_id, n)
-       join jsonb_array_elements($5::jsonb) with ordinality as d(data, n) on d.n = r.n
+    text: `${outboxInsertSql}
      where exists (
        select 1 from platform.webhooks w
         where w.tenant_id = r.tenant_id and w.environment = r.environment and w.enabled
           and w.deleted_at is null and r.event_type = any(w.events))`,
-    values: [
+    values: outboxValues(
       rows.map(() => eventId()),
-      rows.map((row) => row.tenant_id),
-      rows.map((row) => row.environment),
-      rows.map((row) => row.event_type),
-      // One JSON array rather than an array of jsonb: no array-literal escaping of every body.
-      JSON.stringify(rows.map((row) => row.data)),
-      rows.map((row) => row.created_at.toISOString()),
-      rows.map((row) => row.target_webhook_id ?? null),
-    ],
+      rows,
+    ),
   })
 }
 

@@ -54,8 +54,8 @@ export interface PostgresEventStoreOptions {
   readonly notifyChannel?: string
   /**
    * Connections of the store's own pool for `appendStreamsInTransaction` (default 4). That pool
-   * pipelines: BEGIN and the append go out together, as do the statements a caller's work sends
-   * without awaiting each, so a group commit costs three round trips, not one per statement.
+   * pipelines: BEGIN, the append and the statements of the caller's work go out together, so a
+   * group commit usually costs two round trips (that, then COMMIT), not one per statement.
    */
   readonly transactionConnections?: number
 }
@@ -98,7 +98,10 @@ export interface PostgresEventStoreExtras {
     appends: ReadonlyArray<StreamAppend>,
     work: GroupCommitWork,
   ): Effect.Effect<ReadonlyArray<Result.Result<AppendResult, WrongExpectedVersion>>>
-  /** Closes the LISTEN connection and wakes every waiter. The pool stays open: it is the caller's. */
+  /**
+   * Closes the LISTEN connection and the store's own group-commit pool, and wakes every waiter. The
+   * pool it was given stays open: it is the caller's.
+   */
   readonly close: Effect.Effect<void>
 }
 
@@ -401,8 +404,6 @@ const appendRows = async (
   events: ReadonlyArray<NewEvent>,
   guess: Head | undefined,
   onChained: (head: Head) => void = () => {},
-  /** Where to read the committed version after a lost race (not an aborted transaction). */
-  versionReader: Queryable = client,
 ): Promise<AppendOutcome & { readonly head?: Head }> => {
   let base: Head | undefined =
     expected === "no_stream"
@@ -423,7 +424,7 @@ const appendRows = async (
       outcome = await callAppend(client, channel, stream_id, base, recorded_at, chained)
     } catch (error) {
       if (isLostRace(error))
-        return { _tag: "WrongVersion", actual: await committedVersion(versionReader, stream_id) }
+        return { _tag: "WrongVersion", actual: await committedVersion(client, stream_id) }
       throw error
     }
     if (outcome._tag === "Appended") {
@@ -703,6 +704,11 @@ export const makePostgresEventStore = (
     if (heads.size >= head_cache_streams_max && !heads.has(stream_id)) heads.clear()
     heads.set(stream_id, head)
   }
+  /** After a commit: a later append may already be chained on top (pipelining), never move back. */
+  const advanceHead = (stream_id: string, head: Head) => {
+    if ((heads.get(stream_id)?.version ?? 0) < head.version) rememberHead(stream_id, head)
+    notifier.appended(stream_id)
+  }
 
   const appendWith = (
     client: pg.PoolClient | pg.Client | undefined,
@@ -731,13 +737,8 @@ export const makePostgresEventStore = (
         heads.get(stream_id),
         (head) => rememberHead(stream_id, head),
       )
-      if (outcome.head !== undefined) {
-        // A later append may already be chained on top (pipelining): never move the head back.
-        if ((heads.get(stream_id)?.version ?? 0) < outcome.head.version) rememberHead(stream_id, outcome.head)
-        notifier.appended(stream_id)
-      } else {
-        heads.delete(stream_id)
-      }
+      if (outcome.head !== undefined) advanceHead(stream_id, outcome.head)
+      else heads.delete(stream_id)
       return outcome
     })
 
@@ -872,12 +873,11 @@ export const makePostgresEventStore = (
       for (const index of streams) {
         const result = results[index]
         if (result === undefined || Result.isFailure(result)) continue
-        const stream_id = (appends[index] as StreamAppend).stream_id
         const last = result.success.events.at(-1) as RecordedEvent
-        // A later append may already be chained on top (pipelining): never move the head back.
-        if ((heads.get(stream_id)?.version ?? 0) < last.stream_version)
-          rememberHead(stream_id, { version: last.stream_version, last_hash: last.hash })
-        notifier.appended(stream_id)
+        advanceHead((appends[index] as StreamAppend).stream_id, {
+          version: last.stream_version,
+          last_hash: last.hash,
+        })
       }
       return { retry: [] }
     } catch (error) {

@@ -94,7 +94,7 @@ const resolveParties = (caller: Caller, from_wallet: string | undefined, recipie
     const row = yield* db(() =>
       parties({ tenant_id: caller.tenant_id, environment: caller.environment, recipient: recipient.value }),
     )
-    const payer_id = from_wallet ?? row.default_wallet_id ?? null
+    const payer_id = from_wallet ?? row.default_wallet_id
     if (payer_id === null) {
       return yield* unprocessable(
         "no_default_wallet",
@@ -103,7 +103,7 @@ const resolveParties = (caller: Caller, from_wallet: string | undefined, recipie
       )
     }
     const payer = yield* callerWallet(caller, payer_id, "from_wallet")
-    return { payer, to_wallet_id: row.to_wallet_id ?? null }
+    return { payer, to_wallet_id: row.to_wallet_id }
   })
 
 interface Plan {
