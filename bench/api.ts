@@ -5,32 +5,32 @@
  * temporary DATA_DIR (LOG_LEVEL=warn, no local chains), sets up over the HTTP API 10 tenants on the enterprise plan,
  * each with a second API key (the per-key limit is half the per-tenant one), 4 ethereum wallets
  * funded from the sandbox faucet and an e-mail identifier linked to each wallet, then loads
- * `POST /api/social-payments/pay` from this process with autocannon: 64 keep-alive connections on
- * loopback, every request a payment between two linked wallets of one tenant, rotating over every
- * tenant, key, wallet pair and a few amounts. A warm-up of 3 s precedes the timed 30 s.
+ * `POST /api/social-payments/pay` from a second process, wrk (Debian's package; installed when
+ * missing and run as root; see bench/wrk.ts): 64 keep-alive connections on loopback, every request
+ * a payment between two linked wallets of one tenant, rotating over every tenant, key, wallet pair
+ * and a few amounts. A warm-up of 3 s precedes the timed 30 s.
  *
- * It prints payments/s (2xx answers per second), latency percentiles of the 2xx answers, errors
- * (non-2xx answers, connection errors and timeouts, and sampled 200s whose status is not
- * "completed", warm-up included), the server's peak RSS (VmHWM), where the CPU went (server,
- * PostgreSQL, this load generator, the rest of the machine: other work on a shared machine shows
- * there), how long the server's event loop waited for a CPU, the ledger's group-commit batch size,
+ * It prints payments/s (2xx answers per second), latency percentiles, errors (non-2xx answers,
+ * connection errors and timeouts, and sampled 200s whose status is not "completed", warm-up
+ * included), the server's peak RSS (VmHWM), where the CPU went (server, PostgreSQL, the load
+ * generator with this process, the rest of the machine, and the time the hypervisor stole from
+ * this virtual machine: other work on a shared host shows there), how long the server's event loop waited for a CPU, the ledger's group-commit batch size,
  * and what PostgreSQL's backends were doing (sampled pg_stat_activity). Then it checks conservation
  * in the read model (per tenant: wallets + fee revenue = faucet issuance, fee revenue = the fees of
  * the completed payments, nothing pending; completed payment records = 2xx answers, plus those
  * still in flight when the load stopped), stops the server with SIGTERM and runs the auditor's
  * `verify` over the ledger. Last line:
- * {"payments_per_s","p50_ms","p99_ms","errors","verify","conservation","rss_peak_mb",...}.
+ * {"payments_per_s","p50_ms","p99_ms","errors","verify","conservation","rss_peak_mb","cpu_stolen_pct",...}.
  *
  * Environment: BENCH_SECONDS (default 30), BENCH_CONNECTIONS (64), BENCH_WARMUP_SECONDS (3),
  * BENCH_WALLETS (wallets per tenant, 4), BENCH_IDEMPOTENCY=1 (send an Idempotency-Key with every
- * payment). For finding where the time goes: BENCH_PROFILE=1 (run the server under
+ * payment), BENCH_NODE_FLAGS (extra flags for the server's node, e.g. V8 heap settings). For finding where the time goes: BENCH_PROFILE=1 (run the server under
  * `node --cpu-prof` and print its top self-time areas and functions over the timed phase),
  * BENCH_PG_STATEMENTS=1 (start the embedded server with pg_stat_statements loaded, shared by the
  * platform, and print the statements that took the most time per payment), BENCH_KEEP_DATA=1
  * (keep DATA_DIR and the profile). Both instruments cost some throughput.
  */
 import * as fs from "node:fs"
-import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import pg from "pg"
@@ -41,7 +41,6 @@ import {
   clockTicks,
   cpuSeconds,
   log,
-  percentile,
   procStat,
   root,
   round,
@@ -51,6 +50,7 @@ import {
   startServer,
   stopServer,
 } from "./support.ts"
+import { findWrk, runWrk, type WrkOutcome, type WrkRequest } from "./wrk.ts"
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 30)
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 64)
@@ -72,46 +72,6 @@ const usdc_decimals = 6
 const amounts_cents = [100, 125, 250, 399, 1_000]
 /** One answer in this many is parsed and checked (200, status "completed"). */
 const sample_every = 50
-
-// --- autocannon (CommonJS, no type declarations): the part of its API used here -----------------
-
-interface LoadRequest {
-  method?: string
-  path?: string
-  headers?: Record<string, string>
-  body?: string
-  setupRequest?: (request: LoadRequest, context: Record<string, unknown>) => LoadRequest
-  onResponse?: (status: number, body: string, context: Record<string, unknown>) => void
-}
-
-interface LoadResult {
-  readonly duration: number
-  /** Connection errors, timeouts included. */
-  readonly errors: number
-  readonly timeouts: number
-  readonly non2xx: number
-  readonly "2xx": number
-  readonly requests: { readonly sent: number }
-  readonly statusCodeStats: Readonly<Record<string, { readonly count: number }>>
-}
-
-interface LoadInstance extends PromiseLike<LoadResult> {
-  on(event: "tick", listener: (tick: { counter: number }) => void): LoadInstance
-  on(
-    event: "response",
-    listener: (client: unknown, status: number, bytes: number, ms: number) => void,
-  ): LoadInstance
-}
-
-type Autocannon = (options: {
-  url: string
-  connections: number
-  duration: number
-  timeout: number
-  requests: LoadRequest[]
-}) => LoadInstance
-
-const autocannon = createRequire(import.meta.url)("autocannon") as Autocannon
 
 interface Tenant {
   readonly tenant_id: string
@@ -214,87 +174,42 @@ const requestSpecs = (tenants: ReadonlyArray<Tenant>): Spec[] => {
 
 // --- the load -----------------------------------------------------------------------------------
 
-interface LoadOutcome {
-  readonly result: LoadResult
-  /** Latencies of the 2xx answers, ms, sorted. */
-  readonly latencies: Float64Array
-  readonly sampled: number
-  /** Sampled 200s whose body is not a completed payment. */
-  readonly bad_samples: number
-  /** The first few unexpected answers, for the report. */
-  readonly unexpected: ReadonlyArray<string>
+/** The payment requests as wrk sends them (one rotation over every spec). */
+const wrkRequests = (url: string, specs: ReadonlyArray<Spec>): ReadonlyArray<WrkRequest> => {
+  const host = new URL(url).host
+  return specs.map((spec) => ({
+    head:
+      `POST /api/social-payments/pay HTTP/1.1\r\nHost: ${host}\r\n` +
+      Object.entries(spec.headers)
+        .map(([name, value]) => `${name}: ${value}\r\n`)
+        .join("") +
+      `content-length: ${Buffer.byteLength(spec.body)}\r\n`,
+    body: spec.body,
+  }))
 }
 
-let idempotency_counter = 0
+let load_runs = 0
 
-const runLoad = async (url: string, specs: ReadonlyArray<Spec>, duration_s: number, label: string) => {
-  let next = 0
-  let answered = 0
-  let sampled = 0
-  let bad_samples = 0
-  const unexpected: string[] = []
-  let latencies = new Float64Array(1 << 16)
-  let latency_count = 0
-  const instance = autocannon({
-    url,
+/** One load phase: wrk from a second process, every answer counted, one 200 in `sample_every` checked. */
+const runLoad = async (
+  wrk: string,
+  url: string,
+  specs: ReadonlyArray<Spec>,
+  duration_s: number,
+  dir: string,
+): Promise<WrkOutcome> => {
+  load_runs++
+  return runWrk(wrk, {
+    url: `${url}/api/social-payments/pay`,
+    requests: wrkRequests(url, specs),
     connections,
-    duration: duration_s,
-    timeout: 10,
-    requests: [
-      {
-        method: "POST",
-        path: "/api/social-payments/pay",
-        setupRequest: (request) => {
-          const spec = specs[next++ % specs.length] as Spec
-          const headers = with_idempotency
-            ? { ...spec.headers, "idempotency-key": `bench-${process.pid}-${idempotency_counter++}` }
-            : { ...spec.headers }
-          return { ...request, headers, body: spec.body }
-        },
-        onResponse: (status, body) => {
-          answered++
-          if (status !== 200) {
-            if (unexpected.length < 5) unexpected.push(`${status} ${body.slice(0, 300)}`)
-            return
-          }
-          if (answered % sample_every !== 0) return
-          sampled++
-          let ok = false
-          try {
-            ok = (JSON.parse(body) as { status?: unknown }).status === "completed"
-          } catch {
-            ok = false
-          }
-          if (!ok) {
-            bad_samples++
-            if (unexpected.length < 5) unexpected.push(`200 but not completed: ${body.slice(0, 300)}`)
-          }
-        },
-      },
-    ],
+    duration_s,
+    timeout_s: 10,
+    ...(with_idempotency ? { idempotency_prefix: `bench-${process.pid}-${load_runs}-` } : {}),
+    sample_every,
+    must_contain: '"status":"completed"',
+    dir,
   })
-  instance.on("response", (_client, status, _bytes, ms) => {
-    if (status < 200 || status >= 300) return
-    if (latency_count === latencies.length) {
-      const grown = new Float64Array(latencies.length * 2)
-      grown.set(latencies)
-      latencies = grown
-    }
-    latencies[latency_count++] = ms
-  })
-  let ticks = 0
-  let last_counter = 0
-  instance.on("tick", ({ counter }) => {
-    ticks++
-    last_counter += counter
-    if (ticks % 5 === 0) {
-      log(`  ${label} ${ticks} s: ${round(last_counter / 5, 0)} answers/s`)
-      last_counter = 0
-    }
-  })
-  const result = await instance
-  const sorted = latencies.slice(0, latency_count).sort()
-  return { result, latencies: sorted, sampled, bad_samples, unexpected } satisfies LoadOutcome
 }
 
 // --- observing the processes --------------------------------------------------------------------
@@ -317,28 +232,33 @@ const postgresCpuSeconds = (dataDir: string): number => {
 }
 
 /** Busy and total CPU seconds of the whole machine (all cores). */
-const machineCpuSeconds = (): { busy: number; total: number } => {
+/**
+ * The machine's CPU seconds from /proc/stat: busy, in all, and stolen (time the hypervisor gave our
+ * virtual CPUs' turn to other guests; on a shared host it is CPU this benchmark did not get).
+ */
+const machineCpuSeconds = (): { busy: number; total: number; stolen: number } => {
   const line = fs.readFileSync("/proc/stat", "utf8").split("\n")[0] ?? ""
+  // user nice system idle iowait irq softirq steal
   const v = line.trim().split(/\s+/).slice(1, 9).map(Number)
   const total = v.reduce((a, b) => a + b, 0)
   const idle = (v[3] ?? 0) + (v[4] ?? 0)
-  return { busy: (total - idle) / clockTicks, total: total / clockTicks }
+  return { busy: (total - idle) / clockTicks, total: total / clockTicks, stolen: (v[7] ?? 0) / clockTicks }
 }
 
 interface CpuSnapshot {
   readonly server: number
   readonly postgres: number
   readonly bench: number
-  readonly machine: { busy: number; total: number }
+  readonly machine: { busy: number; total: number; stolen: number }
   readonly wall: number
 }
 
 const cpuSnapshot = (serverPid: number, dataDir: string): CpuSnapshot => {
-  const usage = process.cpuUsage()
   return {
     server: cpuSeconds(serverPid),
     postgres: postgresCpuSeconds(dataDir),
-    bench: (usage.user + usage.system) / 1e6,
+    // This process and its finished children: the load generator (wrk) is counted once it exits.
+    bench: cpuSeconds(process.pid, true),
     machine: machineCpuSeconds(),
     wall: performance.now() / 1_000,
   }
@@ -647,32 +567,28 @@ const summarizeProfile = (file: string, from_us: number, to_us: number) => {
 const fixed = (value: number, digits: number, width: number) => value.toFixed(digits).padStart(width)
 
 /** The figures of the timed phase; errors include the warm-up's. */
-const reportLoad = (load: LoadOutcome, warmup: LoadOutcome | undefined) => {
-  const { result, latencies } = load
-  const payments_per_s = result["2xx"] / result.duration
-  const p50_ms = percentile(latencies, 50)
-  const p99_ms = percentile(latencies, 99)
-  const errorsOf = (outcome: LoadOutcome | undefined) =>
-    outcome === undefined ? 0 : outcome.result.non2xx + outcome.result.errors + outcome.bad_samples
+const reportLoad = (load: WrkOutcome, warmup: WrkOutcome | undefined) => {
+  const payments_per_s = load.answers_2xx / load.duration_s
+  const errorsOf = (outcome: WrkOutcome | undefined) =>
+    outcome === undefined ? 0 : outcome.non_2xx + outcome.connection_errors + outcome.bad_samples
   const warmup_errors = errorsOf(warmup)
   const errors = errorsOf(load) + warmup_errors
-  const codes = Object.fromEntries(Object.entries(result.statusCodeStats).map(([k, v]) => [k, v.count]))
+  const { p50, p90, p99, p999, max } = load.latency_ms
   log(
-    `\npayments: ${result["2xx"]} in ${round(result.duration, 2)} s = ${round(payments_per_s)} payments/s ` +
-      `(requests sent ${result.requests.sent})`,
+    `\npayments: ${load.answers_2xx} in ${round(load.duration_s, 2)} s = ${round(payments_per_s)} payments/s ` +
+      `(answers ${load.answers})`,
   )
   log(
-    `latency of 2xx: p50 ${round(p50_ms, 2)} ms, p90 ${round(percentile(latencies, 90), 2)} ms, ` +
-      `p99 ${round(p99_ms, 2)} ms, p99.9 ${round(percentile(latencies, 99.9), 2)} ms, ` +
-      `max ${round(latencies[latencies.length - 1] ?? 0, 2)} ms`,
+    `latency (every answer; wrk's histogram): p50 ${round(p50, 2)} ms, p90 ${round(p90, 2)} ms, ` +
+      `p99 ${round(p99, 2)} ms, p99.9 ${round(p999, 2)} ms, max ${round(max, 2)} ms`,
   )
   log(
-    `errors: ${errors} (non-2xx ${result.non2xx}, connection errors ${result.errors} of which timeouts ` +
-      `${result.timeouts}, sampled 200s not completed ${load.bad_samples}/${load.sampled}, ` +
-      `warm-up ${warmup_errors}); status codes ${JSON.stringify(codes)}`,
+    `errors: ${errors} (non-2xx ${load.non_2xx}, connection errors ${load.connection_errors} of which timeouts ` +
+      `${load.timeouts}, sampled 200s not completed ${load.bad_samples}/${load.sampled}, ` +
+      `warm-up ${warmup_errors}); status codes ${JSON.stringify(load.status_counts)}`,
   )
   for (const line of [...(warmup?.unexpected ?? []), ...load.unexpected]) log(`  unexpected: ${line}`)
-  return { payments_per_s, p50_ms, p99_ms, errors }
+  return { payments_per_s, p50_ms: p50, p99_ms: p99, errors }
 }
 
 /** Starts watching the server, PostgreSQL and the machine; `reportObservation` ends it. */
@@ -693,24 +609,26 @@ const reportObservation = async (
   dataDir: string,
   pool: pg.Pool,
   before: Observed,
-  load: LoadResult,
+  load: WrkOutcome,
 ) => {
   const cpu = cpuSnapshot(pid, dataDir)
   const sched = schedule(pid)
   const to = new Date()
   const activity = await before.activity.stop()
   const counters = await databaseCounters(pool)
-  const payments = Math.max(1, load["2xx"])
+  const payments = Math.max(1, load.answers_2xx)
   const wall = cpu.wall - before.cpu.wall
   const server_s = cpu.server - before.cpu.server
   const postgres_s = cpu.postgres - before.cpu.postgres
   const bench_s = cpu.bench - before.cpu.bench
   const busy_s = cpu.machine.busy - before.cpu.machine.busy
+  const stolen_s = cpu.machine.stolen - before.cpu.machine.stolen
   const percent = (s: number) => `${round((100 * s) / wall, 0)} %`
   log(
     `CPU over the timed phase (100 % = one core; the machine has ${os.cpus().length}): server ${percent(server_s)}, ` +
       `PostgreSQL ${percent(postgres_s)}, load generator ${percent(bench_s)}, ` +
-      `rest of the machine ${percent(busy_s - server_s - postgres_s - bench_s)}; ` +
+      `rest of the machine ${percent(busy_s - stolen_s - server_s - postgres_s - bench_s)}, ` +
+      `stolen by the hypervisor ${percent(stolen_s)}; ` +
       `machine busy ${round((100 * busy_s) / (cpu.machine.total - before.cpu.machine.total), 0)} %`,
   )
   log(
@@ -735,9 +653,9 @@ const reportObservation = async (
   log(
     `ledger appends: ${batches.transactions} transactions for ${batches.events} events = ` +
       `${round(batches.events / 2 / Math.max(1, batches.transactions), 2)} payments per commit, ` +
-      `${round(batches.transactions / load.duration, 0)} ledger commits/s`,
+      `${round(batches.transactions / load.duration_s, 0)} ledger commits/s`,
   )
-  if (pg_statements) await reportStatements(pool, load["2xx"])
+  if (pg_statements) await reportStatements(pool, load.answers_2xx)
   const n = Math.max(1, activity.samples)
   const byCount = (map: Map<string, number>) => [...map.entries()].sort((a, b) => b[1] - a[1])
   log(`pg_stat_activity, ${activity.samples} samples, mean backends per sample:`)
@@ -745,6 +663,7 @@ const reportObservation = async (
   log("  statements of non-idle backends (mean per sample; idle in transaction: the last one run):")
   for (const [query, count] of byCount(activity.active).slice(0, 14))
     log(`  ${fixed(count / n, 2, 6)}  ${query}`)
+  return { stolen_pct: round((100 * stolen_s) / wall, 0) }
 }
 
 // --- main ---------------------------------------------------------------------------------------
@@ -774,6 +693,7 @@ const benchmark = async (dataDir: string, defer: (undo: () => unknown) => void) 
   const load_average = os.loadavg().map((l) => round(l, 2))
   log(`machine: ${os.cpus().length} cores, load average ${load_average.join(" ")}`)
   log(`data: ${dataDir}`)
+  const wrk = findWrk()
   const started = performance.now()
   // With BENCH_PG_STATEMENTS=1 this process starts (and at the end stops) the embedded server; the
   // platform and the CLI share it, as they would share one the platform started.
@@ -782,6 +702,7 @@ const benchmark = async (dataDir: string, defer: (undo: () => unknown) => void) 
   const server = await startServer({
     dataDir,
     profileDir,
+    nodeFlags: (process.env.BENCH_NODE_FLAGS ?? "").split(" ").filter(Boolean),
     // Social payments touch no chain: no local chains, so their block production takes no CPU.
     env: {
       SANDBOX_EVM_CHAINS: process.env.SANDBOX_EVM_CHAINS ?? "",
@@ -825,13 +746,13 @@ const benchmark = async (dataDir: string, defer: (undo: () => unknown) => void) 
   if (smoke.status !== 200 || smokeBody.status !== "completed")
     throw new Error(`a first payment failed: ${smoke.status} ${JSON.stringify(smokeBody)}`)
 
-  let warmup: LoadOutcome | undefined
+  let warmup: WrkOutcome | undefined
   if (warmup_seconds > 0) {
     log(`\nwarm-up: ${warmup_seconds} s`)
-    warmup = await runLoad(server.url, specs, warmup_seconds, "warm-up")
+    warmup = await runLoad(wrk, server.url, specs, warmup_seconds, dataDir)
     log(
-      `  ${round(warmup.result["2xx"] / warmup.result.duration, 0)} payments/s, ` +
-        `non-2xx ${warmup.result.non2xx}, errors ${warmup.result.errors}`,
+      `  ${round(warmup.answers_2xx / warmup.duration_s, 0)} payments/s, ` +
+        `non-2xx ${warmup.non_2xx}, connection errors ${warmup.connection_errors}`,
     )
   }
 
@@ -842,10 +763,10 @@ const benchmark = async (dataDir: string, defer: (undo: () => unknown) => void) 
   }
   const before = await startObservation(pid, dataDir, pool)
   const from_us = Number(process.hrtime.bigint() / 1_000n)
-  const load = await runLoad(server.url, specs, seconds, "load")
+  const load = await runLoad(wrk, server.url, specs, seconds, dataDir)
   const to_us = Number(process.hrtime.bigint() / 1_000n)
   const figures = reportLoad(load, warmup)
-  await reportObservation(pid, dataDir, pool, before, load.result)
+  const observed = await reportObservation(pid, dataDir, pool, before, load)
 
   // Answers still in flight when the load stopped may complete after it: let them.
   await sleep(1_000)
@@ -858,7 +779,7 @@ const benchmark = async (dataDir: string, defer: (undo: () => unknown) => void) 
         pending: 0,
         problems: ["the projection did not catch up in 120 s"],
       }
-  const answered = 1 + load.result["2xx"] + (warmup?.result["2xx"] ?? 0)
+  const answered = 1 + load.answers_2xx + (warmup?.answers_2xx ?? 0)
   const unanswered = conservation.completed - answered
   const recordsMatch = unanswered >= 0 && unanswered <= connections * (warmup === undefined ? 1 : 2)
   log(
@@ -905,6 +826,7 @@ const benchmark = async (dataDir: string, defer: (undo: () => unknown) => void) 
     verify: verify.ok ? "ok" : "failed",
     conservation: conservation.ok && recordsMatch ? "ok" : "failed",
     rss_peak_mb: round(peak_rss_mb),
+    cpu_stolen_pct: observed.stolen_pct,
     connections,
     seconds,
   }

@@ -10,7 +10,7 @@
  * Environment: BENCH_SECONDS (default 20), BENCH_REPLAY_EVENTS (default 1000000), BENCH_PHASES
  * (default "pgbench,ledger,replay").
  */
-import { execFileSync, spawnSync } from "node:child_process"
+import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -34,6 +34,7 @@ import { uuidv7 } from "../src/ids.ts"
 import { makeLedgerWriter } from "../src/ledger/writer.ts"
 import type { NewEvent } from "../src/ports/event-store.ts"
 import { rebuildProjection } from "../src/projections/rebuild.ts"
+import { findOrInstall, log, percentile, round } from "./support.ts"
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 20)
 /** For profiling one part: a comma list of pgbench, ledger, replay (default all three). */
@@ -43,12 +44,6 @@ const callers = 16
 const ledgers_count = 1
 const wallets_per_ledger = 64
 const usdc = { code: "USDC@ethereum", symbol: "USDC", chain: "ethereum", decimals: 6 }
-const log = (line: string) => process.stderr.write(`${line}\n`)
-
-const percentile = (sorted: ReadonlyArray<number>, p: number): number =>
-  sorted.length === 0 ? 0 : (sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0)
-
-const round = (value: number, digits = 1): number => Math.round(value * 10 ** digits) / 10 ** digits
 
 /** The accounts of a benchmark ledger: the world (money from outside), fee revenue and wallets. */
 const openCommand = (
@@ -83,20 +78,8 @@ const fundCommand = (index: number, now_ms: number): LedgerCommand => ({
   now_ms,
 })
 
-/** pgbench ships with Debian's postgresql-client; install it when we may (root) and it is missing. */
-const findPgbench = (): string | undefined => {
-  const which = spawnSync("sh", ["-c", "command -v pgbench"], { encoding: "utf8" })
-  if (which.status === 0) return which.stdout.trim()
-  if (process.getuid?.() === 0) {
-    log("pgbench not found: installing Debian's postgresql-client")
-    spawnSync("sh", ["-c", "apt-get update -qq && apt-get install -y -qq postgresql-client"], {
-      stdio: "inherit",
-    })
-    const again = spawnSync("sh", ["-c", "command -v pgbench"], { encoding: "utf8" })
-    if (again.status === 0) return again.stdout.trim()
-  }
-  return undefined
-}
+/** pgbench ships with Debian's postgresql-client. */
+const findPgbench = (): string | undefined => findOrInstall("pgbench", "postgresql-client")
 
 const runPgbench = (port: number, serverUrl: string): number | null => {
   const pgbench = findPgbench()

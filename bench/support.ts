@@ -33,6 +33,8 @@ export interface ServerOptions {
   readonly dataDir: string
   /** Variables added to this process's environment (DATABASE_URL is always removed). */
   readonly env?: Readonly<Record<string, string>>
+  /** Flags for the server's node (before the script), e.g. V8 heap settings. */
+  readonly nodeFlags?: ReadonlyArray<string>
   /** Run under `node --cpu-prof`, writing the profile here. */
   readonly profileDir?: string | undefined
 }
@@ -47,7 +49,10 @@ export const startServer = async (options: ServerOptions): Promise<Server> => {
     ...options.env,
   }
   delete env.DATABASE_URL
-  const flags = options.profileDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${options.profileDir}`]
+  const flags = [
+    ...(options.nodeFlags ?? []),
+    ...(options.profileDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${options.profileDir}`]),
+  ]
   const child = spawn(process.execPath, [...flags, path.join(root, "src/main.ts")], {
     env,
     stdio: ["ignore", "pipe", "pipe"],
@@ -127,6 +132,26 @@ export const call = async <T>(
   const text = await response.text()
   if (!response.ok) throw new Error(`${method} ${route}: ${response.status} ${text}`)
   return JSON.parse(text) as T
+}
+
+// --- tools from Debian's packages ----------------------------------------------------------------
+
+/**
+ * The path of `command`; when it is missing and we may (root), Debian's `debianPackage` is installed
+ * first. Undefined when it cannot be had.
+ * @example findOrInstall("pgbench", "postgresql-client")
+ */
+export const findOrInstall = (command: string, debianPackage: string): string | undefined => {
+  const which = () => spawnSync("sh", ["-c", `command -v ${command}`], { encoding: "utf8" })
+  const found = which()
+  if (found.status === 0) return found.stdout.trim()
+  if (process.getuid?.() !== 0) return undefined
+  log(`${command} not found: installing Debian's ${debianPackage}`)
+  spawnSync("sh", ["-c", `apt-get update -qq && apt-get install -y -qq ${debianPackage}`], {
+    stdio: "inherit",
+  })
+  const again = which()
+  return again.status === 0 ? again.stdout.trim() : undefined
 }
 
 // --- the auditor --------------------------------------------------------------------------------

@@ -81,10 +81,11 @@ export const ensureAccounts = (
   specs: ReadonlyArray<AccountSpec>,
   context: { readonly actor: string; readonly correlation_id: string },
 ): Effect.Effect<void, WriterError> =>
-  Effect.gen(function* () {
-    const { state } = yield* writer.snapshot(ledger)
+  Effect.flatMap(writer.snapshot(ledger), ({ state }) => {
     const missing = specs.filter((spec) => !state.accounts.has(spec.account_id))
-    yield* Effect.forEach(
+    // Every payment asks; almost always every account is open already.
+    if (missing.length === 0) return Effect.void
+    return Effect.forEach(
       missing,
       (spec) => writer.execute(ledger, { type: "OpenAccount", ...spec, now_ms: Date.now() }, context),
       { concurrency: "unbounded", discard: true },

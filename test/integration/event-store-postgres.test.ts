@@ -7,9 +7,11 @@ import pg from "pg"
 import { describe, expect, it } from "vitest"
 import { eventHash } from "../../adapters/eventstore/hash.ts"
 import {
+  byteaArrayLiteral,
   makePostgresEventStore,
   type PostgresEventStore,
   PostgresEventStoreLive,
+  textArrayLiteral,
 } from "../../adapters/eventstore/postgres/event-store.ts"
 import { eventStoreMigrations } from "../../adapters/eventstore/postgres/schema.ts"
 import { runMigrations } from "../../src/db/migrate.ts"
@@ -394,6 +396,47 @@ describe("event store on PostgreSQL", () => {
         ),
       )
       expect(again !== undefined && Result.isSuccess(again)).toBe(true)
+    }))
+
+  it("the append's array literals read back as the strings and bytes they were built from", () =>
+    withStore(async (db, store) => {
+      const awkward = [
+        "",
+        "NULL",
+        "null",
+        'a "quoted" one',
+        "back\\slash\\",
+        "{braces},commas",
+        " spaced ",
+        "ünï 😀",
+      ]
+      const text = await db.pool.query<{ values: Array<string> }>("select $1::text[] as values", [
+        textArrayLiteral(awkward),
+      ])
+      expect(text.rows[0]?.values).toEqual(awkward)
+      const hexes = ["", "00ff", "0".repeat(64), "deadbeef"]
+      const bytes = await db.pool.query<{ values: Array<Buffer> }>("select $1::bytea[] as values", [
+        byteaArrayLiteral(hexes),
+      ])
+      expect(bytes.rows[0]?.values.map((b) => b.toString("hex"))).toEqual(hexes)
+      expect(() => byteaArrayLiteral(["0F"])).toThrow(/lowercase hex/)
+      // Through a group commit: awkward stream ids and event types are stored as given.
+      const streams = ['s "1"', "s\\2", "{s3}"]
+      const results = await run(
+        store.appendStreamsInTransaction(
+          streams.map((stream_id) => ({
+            stream_id,
+            expected: "no_stream" as const,
+            events: [{ ...newEvent("x"), event_type: `type "${stream_id}", \\ {}` }],
+          })),
+          async () => {},
+        ),
+      )
+      expect(results.every((r) => Result.isSuccess(r))).toBe(true)
+      for (const stream_id of streams) {
+        const [event] = await run(store.readStream(stream_id))
+        expect(event).toMatchObject({ stream_id, event_type: `type "${stream_id}", \\ {}` })
+      }
     }))
 
   it("group commits that share streams from two stores never deadlock and keep each stream's versions in subscription order", () =>

@@ -319,6 +319,38 @@ type StreamOutcome =
   | { readonly _tag: "Appended"; readonly positions: ReadonlyArray<bigint> }
   | { readonly _tag: "Conflict"; readonly actual: number }
 
+/**
+ * A PostgreSQL array literal of text: every element quoted, its `\\` and `"` escaped (nothing else
+ * is special inside quotes), so any string, the empty one and "NULL" included, reads back as itself.
+ * @example textArrayLiteral(["a", 'b"c']) // '{"a","b\\"c"}'
+ */
+export const textArrayLiteral = (values: ReadonlyArray<string>): string => {
+  let literal = "{"
+  for (let index = 0; index < values.length; index++) {
+    const value = values[index] as string
+    const escaped = value.includes("\\") || value.includes('"') ? value.replace(/[\\"]/g, "\\$&") : value
+    literal += index === 0 ? `"${escaped}"` : `,"${escaped}"`
+  }
+  return `${literal}}`
+}
+
+const hex_pattern = /^(?:[0-9a-f]{2})*$/
+
+/**
+ * A PostgreSQL bytea[] literal of hex strings: elements `\x<hex>`, the backslash escaped for the
+ * array syntax.
+ * @example byteaArrayLiteral(["00ff"]) // '{"\\\\x00ff"}'
+ */
+export const byteaArrayLiteral = (hexes: ReadonlyArray<string>): string => {
+  let literal = "{"
+  for (let index = 0; index < hexes.length; index++) {
+    const hex = hexes[index] as string
+    assert(hex_pattern.test(hex), "bytea elements are lowercase hex")
+    literal += index === 0 ? `"\\\\x${hex}"` : `,"\\\\x${hex}"`
+  }
+  return `${literal}}`
+}
+
 /** One statement for every stream; `chained[i]` are the events of `streams[i]`, chained on `bases[i]`. */
 const callAppendStreams = async (
   client: pg.ClientBase,
@@ -336,20 +368,22 @@ const callAppendStreams = async (
   }>({
     name: "event_store_append_streams",
     text: appendStreamsSql,
+    // Array literals built here: node-postgres would escape every element with two regular
+    // expressions, and a group commit sends a few hundred of them.
     values: [
-      streams,
-      bases.map((b) => b.version),
-      bases.map((b) => `\\x${b.last_hash}`),
+      textArrayLiteral(streams),
+      `{${bases.map((b) => b.version).join(",")}}`,
+      byteaArrayLiteral(bases.map((b) => b.last_hash)),
       recorded_at,
-      all.map((a) => a.stream),
-      all.map((a) => a.c.event.stream_version),
-      all.map((a) => a.c.event.event_id),
-      all.map((a) => a.c.event.event_type),
-      all.map((a) => a.c.event.schema_version),
+      `{${all.map((a) => a.stream).join(",")}}`,
+      `{${all.map((a) => a.c.event.stream_version).join(",")}}`,
+      textArrayLiteral(all.map((a) => a.c.event.event_id)),
+      textArrayLiteral(all.map((a) => a.c.event.event_type)),
+      `{${all.map((a) => a.c.event.schema_version).join(",")}}`,
       `[${all.map((a) => a.c.data_json).join(",")}]`,
       `[${all.map((a) => a.c.metadata_json).join(",")}]`,
-      all.map((a) => `\\x${a.c.event.hash}`),
-      all.map((a) => `\\x${a.c.event.prev_hash}`),
+      byteaArrayLiteral(all.map((a) => a.c.event.hash)),
+      byteaArrayLiteral(all.map((a) => a.c.event.prev_hash)),
     ],
   })
   const positions = streams.map((): Array<bigint> => [])
