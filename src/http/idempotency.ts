@@ -5,7 +5,7 @@
  * (written in the effect's own transaction) and the ledger's idempotency keys keep the effect
  * single. Keys are scoped to the tenant and environment.
  */
-import { createHash } from "node:crypto"
+import { hash } from "node:crypto"
 import { Deferred, Effect, type Exit } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import {
@@ -92,9 +92,7 @@ export const idempotent = <A, R>(
         param: "Idempotency-Key",
       })
     }
-    const fingerprint = createHash("sha256")
-      .update(`${operation}\n${stableJson(payload)}`)
-      .digest("hex")
+    const fingerprint = hash("sha256", `${operation}\n${stableJson(payload)}`, "hex")
     const ticket: IdempotencyTicket = { ...scope, idempotency_key: key, fingerprint }
     const slot = `${scope.tenant_id}|${scope.environment}|${key}`
     const { pool } = yield* Platform

@@ -11,7 +11,7 @@
  * - Idempotency: a command whose idempotency key was already used in the ledger returns the original
  *   result and writes nothing; the same key with a different command is rejected.
  */
-import { createHash } from "node:crypto"
+import { hash } from "node:crypto"
 import { Context, Data, Effect, Layer, Result } from "effect"
 import type pg from "pg"
 import type { LedgerCommand } from "../../domain/ledger/commands.ts"
@@ -195,7 +195,7 @@ const bigintAsString = (_key: string, value: unknown): unknown =>
 /** Default idempotency fingerprint: the command minus its clock reading. */
 export const commandFingerprint = (command: LedgerCommand): string => {
   const { now_ms: _ignored, ...rest } = command
-  return createHash("sha256").update(JSON.stringify(rest, bigintAsString)).digest("hex")
+  return hash("sha256", JSON.stringify(rest, bigintAsString), "hex")
 }
 
 const toNewEvent = (event: LedgerEvent, metadata: EventMetadata, now_ms: number): NewEvent => ({
