@@ -2,6 +2,7 @@
 // shows: migrations are safe to repeat and to race, a running transaction stalls subscribers
 // instead of making them skip, the events table is append-only and tampering breaks the chain,
 // misuse of appendWithClient is caught, and the layer closes its LISTEN connection.
+import type { Writable } from "node:stream"
 import { Cause, Effect, Exit, Layer, Result } from "effect"
 import pg from "pg"
 import { describe, expect, it } from "vitest"
@@ -437,6 +438,40 @@ describe("event store on PostgreSQL", () => {
         const [event] = await run(store.readStream(stream_id))
         expect(event).toMatchObject({ stream_id, event_type: `type "${stream_id}", \\ {}` })
       }
+    }))
+
+  it("a group commit sends BEGIN, the append and what its work sends at once in one write, then COMMIT", () =>
+    withStore(async (db, store) => {
+      await db.pool.query("create table work_rows (n integer not null)")
+      await run(store.append("w", "no_stream", newEvents("w", 1)))
+      let writes = 0
+      const results = await run(
+        store.appendStreamsInTransaction(
+          [{ stream_id: "w", expected: 1, events: newEvents("w", 2) }],
+          async (client) => {
+            // Count from here the writes of this transaction's connection (a Writable's write hooks).
+            const socket = (client as unknown as { connection: { stream: Writable } }).connection.stream
+            for (const hook of ["_write", "_writev"] as const) {
+              const original = socket[hook]
+              if (original === undefined) continue
+              socket[hook] = function (this: Writable, ...args: Array<never>) {
+                writes += 1
+                return (original as (...a: Array<never>) => void).apply(this, args)
+              }
+            }
+            await Promise.all([
+              client.query("insert into work_rows values (1)"),
+              client.query("insert into work_rows values (2)"),
+            ])
+          },
+        ),
+      )
+      expect(results.every((r) => r !== undefined && Result.isSuccess(r))).toBe(true)
+      // Held until the work had sent its statements: one write for all of them, one for COMMIT
+      // (a write per statement would make it three from the work on).
+      expect(writes).toBe(2)
+      const rows = await db.pool.query<{ n: number }>("select n from work_rows order by n")
+      expect(rows.rows.map((r) => r.n)).toEqual([1, 2])
     }))
 
   it("group commits that share streams from two stores never deadlock and keep each stream's versions in subscription order", () =>

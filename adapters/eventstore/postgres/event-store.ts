@@ -10,6 +10,8 @@
  * Expected outcomes (a version mismatch) are typed errors; everything else the database or the
  * network throws at us, and every misuse caught by an assertion, is a defect.
  */
+
+import type { Writable } from "node:stream"
 import { Effect, Layer, Result } from "effect"
 import pg from "pg"
 import { Database } from "../../../src/ports/database.ts"
@@ -318,6 +320,26 @@ const appendStreamsSql = `
 type StreamOutcome =
   | { readonly _tag: "Appended"; readonly positions: ReadonlyArray<bigint> }
   | { readonly _tag: "Conflict"; readonly actual: number }
+
+/**
+ * Holds a pipelining client's writes until the returned release is called (once; later calls do
+ * nothing). node-postgres sends each statement in a write of its own; on loopback every write is a
+ * system call that also runs the database's receive path and wakes its backend, so the statements
+ * of one group commit sent in between leave together, in one write. Release before awaiting an
+ * answer: a statement still held is never sent.
+ */
+const holdWrites = (client: pg.PoolClient): (() => void) => {
+  const stream = (client as unknown as { readonly connection?: { readonly stream?: Partial<Writable> } })
+    .connection?.stream
+  if (typeof stream?.cork !== "function" || typeof stream.uncork !== "function") return () => {}
+  stream.cork()
+  let held = true
+  return () => {
+    if (!held) return
+    held = false
+    stream.uncork?.()
+  }
+}
 
 /**
  * A PostgreSQL array literal of text: every element quoted, its `\\` and `"` escaped (nothing else
@@ -785,6 +807,8 @@ export const makePostgresEventStore = (
     wrong: (index: number, actual: number) => Result.Result<AppendResult, WrongExpectedVersion>,
   ): Promise<{ readonly retry: ReadonlyArray<number> }> => {
     const client = await transactionClient()
+    // BEGIN, the append and the work's statements leave in one write (see holdWrites).
+    const releaseWrites = holdWrites(client)
     let open = false
     // Set once the outcome is no longer certain to be "nothing written".
     let uncertain = false
@@ -804,6 +828,7 @@ export const makePostgresEventStore = (
         const version = expected === "no_stream" ? 0 : expected
         const guess =
           expected === "no_stream" ? { version: 0, last_hash: GENESIS_HASH } : heads.get(stream_id)
+        if (guess?.version !== version) releaseWrites()
         const base = guess?.version === version ? guess : await readHead(client, stream_id)
         if (base.version !== version) results[index] = wrong(index, base.version)
         else {
@@ -842,6 +867,8 @@ export const makePostgresEventStore = (
         () => ({ failed: false as const }),
         (error: unknown) => ({ failed: true as const, error }),
       )
+      // What the work sent without waiting goes with BEGIN and the append; nothing is awaited before.
+      releaseWrites()
       // Had BEGIN failed, the append would have run (and perhaps committed) on its own.
       await begun.catch((error: unknown) => {
         uncertain = true
@@ -918,6 +945,7 @@ export const makePostgresEventStore = (
       for (const index of included) heads.delete((appends[index] as StreamAppend).stream_id)
       throw uncertain ? error : new NotCommitted(error)
     } finally {
+      releaseWrites()
       if (open) await client.query("rollback").catch(() => (healthy = false))
       client.release(healthy ? undefined : true)
     }
