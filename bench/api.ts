@@ -2,33 +2,34 @@
  * API benchmark (`npm run bench:api`): social payments over HTTP, as tenants' integrations make them.
  *
  * It starts the platform (`src/main.ts`) as a child process on its embedded PostgreSQL in a fresh
- * temporary DATA_DIR (LOG_LEVEL=warn, no local chains), sets up over the HTTP API 10 tenants on the enterprise plan,
- * each with a second API key (the per-key limit is half the per-tenant one), 4 ethereum wallets
- * funded from the sandbox faucet and an e-mail identifier linked to each wallet, then loads
- * `POST /api/social-payments/pay` from a second process, wrk (Debian's package; installed when
- * missing and run as root; see bench/wrk.ts): 64 keep-alive connections on loopback, every request
- * a payment between two linked wallets of one tenant, rotating over every tenant, key, wallet pair
- * and a few amounts. A warm-up of 3 s precedes the timed 30 s.
+ * temporary DATA_DIR (LOG_LEVEL=warn, no local chains), sets up over the HTTP API 10 tenants on the
+ * enterprise plan, each with a second API key (the per-key limit is half the per-tenant one), 4
+ * ethereum wallets funded from the sandbox faucet and an e-mail identifier linked to each wallet,
+ * then loads `POST /api/social-payments/pay` from a second process, wrk (Debian's package; installed
+ * when missing and run as root; see bench/wrk.ts): 64 keep-alive connections on loopback, every
+ * request a payment between two linked wallets of one tenant, rotating over every tenant, key,
+ * wallet pair and a few amounts. A warm-up of 3 s precedes the timed 30 s.
  *
  * It prints payments/s (2xx answers per second), latency percentiles, errors (non-2xx answers,
  * connection errors and timeouts, and sampled 200s whose status is not "completed", warm-up
  * included), the server's peak RSS (VmHWM), where the CPU went (server, PostgreSQL, the load
  * generator with this process, the rest of the machine, and the time the hypervisor stole from
- * this virtual machine: other work on a shared host shows there), how long the server's event loop waited for a CPU, the ledger's group-commit batch size,
- * and what PostgreSQL's backends were doing (sampled pg_stat_activity). Then it checks conservation
- * in the read model (per tenant: wallets + fee revenue = faucet issuance, fee revenue = the fees of
- * the completed payments, nothing pending; completed payment records = 2xx answers, plus those
- * still in flight when the load stopped), stops the server with SIGTERM and runs the auditor's
- * `verify` over the ledger. Last line:
+ * this virtual machine: other work on a shared host shows there), how long the server's event loop
+ * waited for a CPU, the ledger's group-commit batch size, and what PostgreSQL's backends were doing
+ * (sampled pg_stat_activity). Then it checks conservation in the read model (per tenant: wallets +
+ * fee revenue = faucet issuance, fee revenue = the fees of the completed payments, nothing pending;
+ * completed payment records = 2xx answers, plus those still in flight when the load stopped),
+ * stops the server with SIGTERM and runs the auditor's `verify` over the ledger. Last line:
  * {"payments_per_s","p50_ms","p99_ms","errors","verify","conservation","rss_peak_mb","cpu_stolen_pct",...}.
  *
  * Environment: BENCH_SECONDS (default 30), BENCH_CONNECTIONS (64), BENCH_WARMUP_SECONDS (3),
  * BENCH_WALLETS (wallets per tenant, 4), BENCH_IDEMPOTENCY=1 (send an Idempotency-Key with every
- * payment), BENCH_NODE_FLAGS (extra flags for the server's node, e.g. V8 heap settings). For finding where the time goes: BENCH_PROFILE=1 (run the server under
- * `node --cpu-prof` and print its top self-time areas and functions over the timed phase),
- * BENCH_PG_STATEMENTS=1 (start the embedded server with pg_stat_statements loaded, shared by the
- * platform, and print the statements that took the most time per payment), BENCH_KEEP_DATA=1
- * (keep DATA_DIR and the profile). Both instruments cost some throughput.
+ * payment), BENCH_NODE_FLAGS (extra flags for the server's node, e.g. V8 heap settings). For
+ * finding where the time goes: BENCH_PROFILE=1 (run the server under `node --cpu-prof` and print
+ * its top self-time areas and functions over the timed phase), BENCH_PG_STATEMENTS=1 (start the
+ * embedded server with pg_stat_statements loaded, shared by the platform, and print the statements
+ * that took the most time per payment), BENCH_KEEP_DATA=1 (keep DATA_DIR and the profile). Both
+ * instruments cost some throughput.
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -70,7 +71,7 @@ const faucet_whole_units = 1_000_000n
 const usdc_decimals = 6
 /** Payment amounts in cents, rotated (fees 0.3 %, rounded half-even). */
 const amounts_cents = [100, 125, 250, 399, 1_000]
-/** One answer in this many is parsed and checked (200, status "completed"). */
+/** One 200 answer in this many has its body checked for status "completed". */
 const sample_every = 50
 
 interface Tenant {
