@@ -232,7 +232,6 @@ const postgresCpuSeconds = (dataDir: string): number => {
   return total
 }
 
-/** Busy and total CPU seconds of the whole machine (all cores). */
 /**
  * The machine's CPU seconds from /proc/stat: busy, in all, and stolen (time the hypervisor gave our
  * virtual CPUs' turn to other guests; on a shared host it is CPU this benchmark did not get).

@@ -363,15 +363,13 @@ const hex_pattern = /^(?:[0-9a-f]{2})*$/
  * array syntax.
  * @example byteaArrayLiteral(["00ff"]) // '{"\\\\x00ff"}'
  */
-export const byteaArrayLiteral = (hexes: ReadonlyArray<string>): string => {
-  let literal = "{"
-  for (let index = 0; index < hexes.length; index++) {
-    const hex = hexes[index] as string
-    assert(hex_pattern.test(hex), "bytea elements are lowercase hex")
-    literal += index === 0 ? `"\\\\x${hex}"` : `,"\\\\x${hex}"`
-  }
-  return `${literal}}`
-}
+export const byteaArrayLiteral = (hexes: ReadonlyArray<string>): string =>
+  textArrayLiteral(
+    hexes.map((hex) => {
+      assert(hex_pattern.test(hex), "bytea elements are lowercase hex")
+      return `\\x${hex}`
+    }),
+  )
 
 /** One statement for every stream; `chained[i]` are the events of `streams[i]`, chained on `bases[i]`. */
 const callAppendStreams = async (
@@ -828,8 +826,11 @@ export const makePostgresEventStore = (
         const version = expected === "no_stream" ? 0 : expected
         const guess =
           expected === "no_stream" ? { version: 0, last_hash: GENESIS_HASH } : heads.get(stream_id)
-        if (guess?.version !== version) releaseWrites()
-        const base = guess?.version === version ? guess : await readHead(client, stream_id)
+        let base = guess
+        if (base?.version !== version) {
+          releaseWrites()
+          base = await readHead(client, stream_id)
+        }
         if (base.version !== version) results[index] = wrong(index, base.version)
         else {
           streams.push(index)
