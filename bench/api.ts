@@ -24,7 +24,8 @@
  *
  * Environment: BENCH_SECONDS (default 30), BENCH_CONNECTIONS (64), BENCH_WARMUP_SECONDS (3),
  * BENCH_WALLETS (wallets per tenant, 4), BENCH_IDEMPOTENCY=1 (send an Idempotency-Key with every
- * payment), BENCH_NODE_FLAGS (extra flags for the server's node, e.g. V8 heap settings). For
+ * payment), BENCH_NODE_FLAGS (extra flags for the server's node, e.g. V8 heap settings), BENCH_PIN=1
+ * (the server's event loop alone on one CPU, everything else on the others; bench/placement.ts). For
  * finding where the time goes: BENCH_PROFILE=1 (run the server under `node --cpu-prof` and print
  * its top self-time areas and functions over the timed phase), BENCH_PG_STATEMENTS=1 (start the
  * embedded server with pg_stat_statements loaded, shared by the platform, and print the statements
@@ -36,6 +37,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import pg from "pg"
 import { ensureDatabase, startEmbedded } from "../src/db/embedded.ts"
+import { type Placement, place, planPlacement } from "./placement.ts"
 import {
   type Credentials,
   call,
@@ -198,6 +200,7 @@ const runLoad = async (
   specs: ReadonlyArray<Spec>,
   duration_s: number,
   dir: string,
+  placement: Placement | undefined,
 ): Promise<WrkOutcome> => {
   load_runs++
   return runWrk(wrk, {
@@ -210,6 +213,7 @@ const runLoad = async (
     sample_every,
     must_contain: '"status":"completed"',
     dir,
+    cpus: placement?.other_cpus,
   })
 }
 
@@ -746,10 +750,22 @@ const benchmark = async (dataDir: string, defer: (undo: () => unknown) => void) 
   if (smoke.status !== 200 || smokeBody.status !== "completed")
     throw new Error(`a first payment failed: ${smoke.status} ${JSON.stringify(smokeBody)}`)
 
+  const planned = planPlacement()
+  const placement = "skipped" in planned ? undefined : planned
+  const pgDir = path.join(dataDir, "pg")
+  if ("skipped" in planned) log(`placement: left to the scheduler (${planned.skipped})`)
+  else {
+    const placed = place(planned, pid, pgDir)
+    log(
+      `placement: the server's event loop on CPU ${planned.loop_cpu}; its ${placed.threads - 1} other threads, ` +
+        `PostgreSQL (${placed.postgres} processes) and wrk on CPU ${planned.other_cpus} (BENCH_PIN=1)`,
+    )
+  }
+
   let warmup: WrkOutcome | undefined
   if (warmup_seconds > 0) {
     log(`\nwarm-up: ${warmup_seconds} s`)
-    warmup = await runLoad(wrk, server.url, specs, warmup_seconds, dataDir)
+    warmup = await runLoad(wrk, server.url, specs, warmup_seconds, dataDir, placement)
     log(
       `  ${round(warmup.answers_2xx / warmup.duration_s, 0)} payments/s, ` +
         `non-2xx ${warmup.non_2xx}, connection errors ${warmup.connection_errors}`,
@@ -761,9 +777,11 @@ const benchmark = async (dataDir: string, defer: (undo: () => unknown) => void) 
     await pool.query("create extension if not exists pg_stat_statements")
     await pool.query("select pg_stat_statements_reset()")
   }
+  // Threads and backends started since (they inherit their creator's CPUs) are placed too.
+  if (placement !== undefined) place(placement, pid, pgDir)
   const before = await startObservation(pid, dataDir, pool)
   const from_us = Number(process.hrtime.bigint() / 1_000n)
-  const load = await runLoad(wrk, server.url, specs, seconds, dataDir)
+  const load = await runLoad(wrk, server.url, specs, seconds, dataDir, placement)
   const to_us = Number(process.hrtime.bigint() / 1_000n)
   const figures = reportLoad(load, warmup)
   const observed = await reportObservation(pid, dataDir, pool, before, load)
@@ -827,6 +845,7 @@ const benchmark = async (dataDir: string, defer: (undo: () => unknown) => void) 
     conservation: conservation.ok && recordsMatch ? "ok" : "failed",
     rss_peak_mb: round(peak_rss_mb),
     cpu_stolen_pct: observed.stolen_pct,
+    pinned: placement !== undefined,
     connections,
     seconds,
   }

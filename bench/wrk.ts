@@ -33,6 +33,8 @@ export interface WrkOptions {
   readonly must_contain: string
   /** Where the script and its result go. */
   readonly dir: string
+  /** When set, wrk runs on these CPUs only (a `taskset` list, see bench/placement.ts). */
+  readonly cpus?: string | undefined
 }
 
 export interface WrkOutcome {
@@ -191,7 +193,10 @@ export const runWrk = async (wrk: string, options: WrkOptions): Promise<WrkOutco
     scriptFile,
     options.url,
   ]
-  const child = spawn(wrk, args, { stdio: ["ignore", "pipe", "pipe"] })
+  const child =
+    options.cpus === undefined
+      ? spawn(wrk, args, { stdio: ["ignore", "pipe", "pipe"] })
+      : spawn("taskset", ["-c", options.cpus, wrk, ...args], { stdio: ["ignore", "pipe", "pipe"] })
   let printed = ""
   child.stdout.on("data", (chunk: Buffer) => (printed = (printed + chunk.toString()).slice(-4_096)))
   child.stderr.on("data", (chunk: Buffer) => (printed = (printed + chunk.toString()).slice(-4_096)))
