@@ -44,7 +44,7 @@ import {
   clockTicks,
   cpuSeconds,
   log,
-  procStat,
+  postgresProcesses,
   root,
   round,
   runBenchmark,
@@ -221,18 +221,10 @@ const runLoad = async (
 
 /** The postmaster and its live children (the backends and auxiliary processes), CPU seconds. */
 const postgresCpuSeconds = (dataDir: string): number => {
-  let postmaster: number
-  try {
-    postmaster = Number(fs.readFileSync(path.join(dataDir, "pg", "postmaster.pid"), "utf8").split("\n")[0])
-  } catch {
-    return 0
-  }
-  let total = cpuSeconds(postmaster, true)
-  for (const entry of fs.readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue
-    const f = procStat(Number(entry))
-    if (f !== undefined && Number(f[1]) === postmaster) total += cpuSeconds(Number(entry))
-  }
+  const processes = postgresProcesses(dataDir)
+  if (processes === undefined) return 0
+  let total = cpuSeconds(processes.postmaster, true)
+  for (const child of processes.children) total += cpuSeconds(child)
   return total
 }
 
@@ -751,16 +743,15 @@ const benchmark = async (dataDir: string, defer: (undo: () => unknown) => void) 
     throw new Error(`a first payment failed: ${smoke.status} ${JSON.stringify(smokeBody)}`)
 
   const planned = planPlacement()
-  const placement = "skipped" in planned ? undefined : planned
-  const pgDir = path.join(dataDir, "pg")
   if ("skipped" in planned) log(`placement: left to the scheduler (${planned.skipped})`)
   else {
-    const placed = place(planned, pid, pgDir)
+    const placed = place(planned, pid, dataDir)
     log(
       `placement: the server's event loop on CPU ${planned.loop_cpu}; its ${placed.threads - 1} other threads, ` +
         `PostgreSQL (${placed.postgres} processes) and wrk on CPU ${planned.other_cpus} (BENCH_PIN=1)`,
     )
   }
+  const placement = "skipped" in planned ? undefined : planned
 
   let warmup: WrkOutcome | undefined
   if (warmup_seconds > 0) {
@@ -778,7 +769,7 @@ const benchmark = async (dataDir: string, defer: (undo: () => unknown) => void) 
     await pool.query("select pg_stat_statements_reset()")
   }
   // Threads and backends started since (they inherit their creator's CPUs) are placed too.
-  if (placement !== undefined) place(placement, pid, pgDir)
+  if (placement !== undefined) place(placement, pid, dataDir)
   const before = await startObservation(pid, dataDir, pool)
   const from_us = Number(process.hrtime.bigint() / 1_000n)
   const load = await runLoad(wrk, server.url, specs, seconds, dataDir, placement)

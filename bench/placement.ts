@@ -17,6 +17,7 @@
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { postgresProcesses } from "./support.ts"
 
 export interface Placement {
   /** The CPU of the server's event-loop thread. */
@@ -70,31 +71,14 @@ export const planPlacement = (): Placement | { readonly skipped: string } => {
 const setAffinity = (id: number, cpus: string): boolean =>
   spawnSync("taskset", ["-pc", cpus, String(id)], { stdio: "ignore" }).status === 0
 
-/** The ids of the processes whose parent is `parent` (from /proc/PID/stat). */
-const childrenOf = (parent: number): ReadonlyArray<number> => {
-  const children: Array<number> = []
-  for (const entry of fs.readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue
-    try {
-      const stat = fs.readFileSync(path.join("/proc", entry, "stat"), "utf8")
-      // The command name (field 2) is parenthesised and may hold spaces: read after its last ')'.
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-      if (Number(fields[1]) === parent) children.push(Number(entry))
-    } catch {
-      // The process ended while we looked.
-    }
-  }
-  return children
-}
-
 /**
- * Places the server's threads and the embedded PostgreSQL (its postmaster, read from
- * `postmaster.pid` in `pgDir`, and every backend). Answers what it placed.
+ * Places the server's threads and the embedded PostgreSQL of `dataDir` (its postmaster and every
+ * backend). Answers what it placed.
  */
 export const place = (
   placement: Placement,
   server_pid: number,
-  pgDir: string,
+  dataDir: string,
 ): { readonly threads: number; readonly postgres: number } => {
   let threads = 0
   for (const entry of fs.readdirSync(path.join("/proc", String(server_pid), "task"))) {
@@ -102,9 +86,9 @@ export const place = (
     const cpus = tid === server_pid ? String(placement.loop_cpu) : placement.other_cpus
     if (setAffinity(tid, cpus)) threads++
   }
-  const postmaster = Number(fs.readFileSync(path.join(pgDir, "postmaster.pid"), "utf8").split("\n")[0])
+  const processes = postgresProcesses(dataDir)
   let postgres = 0
-  for (const id of [postmaster, ...childrenOf(postmaster)]) {
+  for (const id of processes === undefined ? [] : [processes.postmaster, ...processes.children]) {
     if (setAffinity(id, placement.other_cpus)) postgres++
   }
   return { threads, postgres }

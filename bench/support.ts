@@ -183,13 +183,35 @@ export const clockTicks = (() => {
 })()
 
 /** Fields of /proc/<pid>/stat after the command name: [state, ppid, ...]; undefined if gone. */
-export const procStat = (pid: number): string[] | undefined => {
+const procStat = (pid: number): string[] | undefined => {
   try {
     const text = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
     return text.slice(text.lastIndexOf(")") + 2).split(" ")
   } catch {
     return undefined
   }
+}
+
+/**
+ * The embedded PostgreSQL of `dataDir` (its lock file names the postmaster) and the postmaster's
+ * live children (backends and auxiliary processes); undefined when it is not running.
+ */
+export const postgresProcesses = (
+  dataDir: string,
+): { readonly postmaster: number; readonly children: ReadonlyArray<number> } | undefined => {
+  let postmaster: number
+  try {
+    postmaster = Number(fs.readFileSync(path.join(dataDir, "pg", "postmaster.pid"), "utf8").split("\n")[0])
+  } catch {
+    return undefined
+  }
+  const children: Array<number> = []
+  for (const entry of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue
+    // After "(comm) ": index 1 is the parent's pid.
+    if (Number(procStat(Number(entry))?.[1]) === postmaster) children.push(Number(entry))
+  }
+  return { postmaster, children }
 }
 
 /** CPU seconds of a process (utime + stime; with its waited-for children's when `children`). */

@@ -193,10 +193,9 @@ export const runWrk = async (wrk: string, options: WrkOptions): Promise<WrkOutco
     scriptFile,
     options.url,
   ]
-  const child =
-    options.cpus === undefined
-      ? spawn(wrk, args, { stdio: ["ignore", "pipe", "pipe"] })
-      : spawn("taskset", ["-c", options.cpus, wrk, ...args], { stdio: ["ignore", "pipe", "pipe"] })
+  const [command, commandArgs] =
+    options.cpus === undefined ? [wrk, args] : ["taskset", ["-c", options.cpus, wrk, ...args]]
+  const child = spawn(command, commandArgs, { stdio: ["ignore", "pipe", "pipe"] })
   let printed = ""
   child.stdout.on("data", (chunk: Buffer) => (printed = (printed + chunk.toString()).slice(-4_096)))
   child.stderr.on("data", (chunk: Buffer) => (printed = (printed + chunk.toString()).slice(-4_096)))
