@@ -335,8 +335,8 @@ const sampleActivity = (pool: pg.Pool) => {
 const databaseCounters = async (pool: pg.Pool) => {
   const found = await pool.query<Record<string, string>>(
     `select xact_commit::text, xact_rollback::text, tup_inserted::text, tup_updated::text, tup_deleted::text,
-            blks_read::text, blks_hit::text
-       from pg_stat_database where datname = current_database()`,
+            blks_read::text, blks_hit::text, w.wal_records::text, w.wal_fpi::text, w.wal_bytes::text
+       from pg_stat_database, pg_stat_wal w where datname = current_database()`,
   )
   const row = found.rows[0] ?? {}
   return Object.fromEntries(Object.entries(row).map(([k, v]) => [k, Number(v)]))
@@ -643,7 +643,9 @@ const reportObservation = async (
   log(
     `database per payment: ${per("xact_commit")} commits, ${per("xact_rollback")} rollbacks, ` +
       `${per("tup_inserted")} rows inserted, ${per("tup_updated")} updated, ${per("tup_deleted")} deleted, ` +
-      `${per("blks_hit")} buffer hits, ${per("blks_read")} reads (pg_stat_database, approximate)`,
+      `${per("blks_hit")} buffer hits, ${per("blks_read")} reads (pg_stat_database, approximate); ` +
+      `WAL ${round(per("wal_bytes"), 0)} bytes in ${per("wal_records")} records, ${per("wal_fpi")} full-page images ` +
+      `(pg_stat_wal, the whole server)`,
   )
   const batches = await ledgerBatches(pool, before.from, to)
   log(
