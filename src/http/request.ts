@@ -14,6 +14,7 @@ import {
   HttpServerResponse as Response,
 } from "effect/http"
 import { HttpApiError } from "effect/http-api"
+import { jsonBodyProblem } from "../../domain/platform/json-body.ts"
 import { ApiError, CurrentRequestId, errorResponse } from "./errors.ts"
 
 /** Largest request body accepted. */
@@ -97,17 +98,60 @@ const answer = (
   )
 }
 
+const bodyMethods = new Set(["POST", "PUT", "PATCH"])
+
+/**
+ * A JSON body's text, for the checks `JSON.parse` skips (see json-body.ts). The body is read once:
+ * the request caches it for the decoder. Bodies of other media types, and bodies that cannot be
+ * read (too large), are left to the decoder and its errors.
+ */
+const checkJsonBody = (request: HttpServerRequest.HttpServerRequest): Effect.Effect<ApiError | undefined> => {
+  if (!bodyMethods.has(request.method)) return Effect.succeed(undefined)
+  const media = request.headers["content-type"]
+  if (media !== undefined && !/^\s*application\/json\s*(;|$)/i.test(media)) return Effect.succeed(undefined)
+  return request.text.pipe(
+    Effect.map((text) => {
+      const problem = jsonBodyProblem(text)
+      return problem === undefined
+        ? undefined
+        : new ApiError({ status: 400, code: problem.code, message: problem.message, param: problem.param })
+    }),
+    Effect.orElseSucceed(() => undefined),
+  )
+}
+
+/** HttpApi answers an unsupported media type in plain text: the platform's error body instead. */
+const unsupportedMediaType = (request: HttpServerRequest.HttpServerRequest) =>
+  new ApiError({
+    status: 415,
+    code: "unsupported_media_type",
+    message: `Request bodies are JSON: send \`Content-Type: application/json\` (got ${JSON.stringify(request.headers["content-type"] ?? "")}).`,
+  })
+
 export const RequestMiddleware = HttpRouter.middleware(
   (httpEffect) =>
     Effect.gen(function* () {
       const request = yield* HttpServerRequest.HttpServerRequest
       const sent = request.headers["x-request-id"]
       const request_id = sent !== undefined && requestIdPattern.test(sent) ? sent : newRequestId()
-      const response = yield* httpEffect.pipe(
-        Effect.provideService(CurrentRequestId, request_id),
+      const refused = yield* checkJsonBody(request).pipe(
         Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(request_body_bytes_max)),
-        Effect.catchCause((cause) => answer(cause, request_id)),
       )
+      const response =
+        refused !== undefined
+          ? errorResponse(refused, request_id)
+          : yield* httpEffect.pipe(
+              Effect.provideService(CurrentRequestId, request_id),
+              Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(request_body_bytes_max)),
+              Effect.catchCause((cause) => answer(cause, request_id)),
+            )
+      if (response.status === 415 && !/json/.test(response.headers["content-type"] ?? "")) {
+        return Response.setHeader(
+          errorResponse(unsupportedMediaType(request), request_id),
+          "x-request-id",
+          request_id,
+        )
+      }
       return response.headers["x-request-id"] === undefined
         ? Response.setHeader(response, "x-request-id", request_id)
         : response

@@ -280,7 +280,7 @@ interface Case extends Outcome, Options {
   readonly method: Method
   readonly path: Lazy<string>
   /** undefined: no body. */
-  readonly body?: Lazy<Json> | Raw
+  readonly body?: Lazy<Json | Raw>
 }
 
 const refused = (status: number, code: string, param?: string): Outcome =>
@@ -289,7 +289,7 @@ const refused = (status: number, code: string, param?: string): Outcome =>
 /** Builds the cases of one endpoint: `call(name, body, outcome, options?)`. */
 const endpoint =
   (method: Method, path: Lazy<string>) =>
-  (name: string, body: Lazy<Json> | Raw | undefined, outcome: Outcome, options: Options = {}): Case => ({
+  (name: string, body: Lazy<Json | Raw> | undefined, outcome: Outcome, options: Options = {}): Case => ({
     name,
     method,
     path,
@@ -306,6 +306,7 @@ const typeOfStatus: Readonly<Record<number, string>> = {
   404: "not_found_error",
   409: "conflict_error",
   413: "invalid_request_error",
+  415: "invalid_request_error",
   422: "business_rule_error",
 }
 
@@ -322,12 +323,8 @@ interface Answer {
 }
 
 const send = async (c: Case, f: Fixture): Promise<Answer> => {
-  const body =
-    c.body instanceof Raw
-      ? c.body.text
-      : c.body === undefined
-        ? undefined
-        : JSON.stringify(resolve(c.body, f))
+  const given = c.body === undefined ? undefined : resolve(c.body, f)
+  const body = given instanceof Raw ? given.text : given === undefined ? undefined : JSON.stringify(given)
   const response = await fetch(`${platform.url}${resolve(c.path, f)}`, {
     method: c.method,
     headers: {
@@ -983,8 +980,56 @@ const payCases: ReadonlyArray<Case> = (() => {
       refused(400, "invalid_parameter", "metadata"),
     ),
     pay("note of 501 characters", { ...valid, note: "n".repeat(501) }, refused(400, "invalid_note", "note")),
+    pay("note of 501 emoji", { ...valid, note: "😀".repeat(501) }, refused(400, "invalid_note", "note")),
     pay("note of the wrong type", { ...valid, note: 5 }, refused(400, "invalid_parameter", "note")),
     pay("paying yourself", withRecipient(ownPhone), refused(422, "same_wallet", "recipient")),
+    // What JSON.parse forgives: a field named twice, a number its double changes, lone surrogates.
+    pay(
+      "amount named twice",
+      raw(`{"recipient":"${anaEmail}","amount":"1000000","amount":"0.02","token":"USDC"}`),
+      refused(400, "duplicate_key", "amount"),
+    ),
+    pay(
+      "metadata key named twice",
+      raw(`{"recipient":"${anaEmail}","amount":"1","token":"USDC","metadata":{"k":"a","k":"b"}}`),
+      refused(400, "duplicate_key", "metadata.k"),
+    ),
+    pay(
+      "a JSON number its double rounds up (0.99999999999999999 would be 1)",
+      raw(`{"recipient":"${anaEmail}","amount":0.99999999999999999,"token":"USDC"}`),
+      refused(400, "amount_imprecise", "amount"),
+    ),
+    pay(
+      "a JSON number its double rounds down (1.0000000000000001 would be 1)",
+      raw(`{"recipient":"${anaEmail}","amount":1.0000000000000001,"token":"USDC"}`),
+      refused(400, "amount_imprecise", "amount"),
+    ),
+    pay(
+      "19 significant digits on bsc as a JSON number",
+      (f) =>
+        raw(
+          `{"recipient":"${anaEmail}","amount":100.000000000000000009,"token":"USDC","from_wallet":"${f.wallets.bsc}"}`,
+        ),
+      refused(400, "amount_imprecise", "amount"),
+    ),
+    pay(
+      "a note with an unpaired surrogate",
+      raw(`{"recipient":"${anaEmail}","amount":"1","token":"USDC","note":"\\ud800"}`),
+      refused(400, "invalid_string", "note"),
+    ),
+    pay(
+      "a metadata value with an unpaired surrogate",
+      raw(`{"recipient":"${anaEmail}","amount":"1","token":"USDC","metadata":{"k":"x\\udfff"}}`),
+      refused(400, "invalid_string", "metadata.k"),
+    ),
+    pay(
+      "a text/plain body",
+      raw(JSON.stringify({ recipient: anaEmail, amount: "1", token: "USDC" })),
+      refused(415, "unsupported_media_type"),
+      {
+        headers: { "content-type": "text/plain" },
+      },
+    ),
     pay(
       "paying yourself, phone written differently",
       withRecipient("0014155550100"),
