@@ -6,7 +6,9 @@
  * - Recipient not linked yet: payer -> escrow `amount + fee` as a pending (two-phase) transfer that
  *   lapses after the expiry: `pending`. When the identifier is linked, the reservation is posted and
  *   one linked group moves escrow -> recipient `amount` and escrow -> fees `fee`: `completed`. If
- *   it lapses first, the ledger releases it and the payment is `failed` (code `expired`).
+ *   it lapses first, the ledger releases it and the payment is `failed` (code `expired`); if the
+ *   identifier is linked to the paying wallet itself, the reservation is voided and the payment is
+ *   `failed` (code `same_wallet`), without a fee.
  *
  * The payment row, its webhook events and the idempotent response are written by `ledgerHook`
  * inside the ledger append's transaction: they commit with the money or not at all.
@@ -32,6 +34,15 @@ export type LedgerAttachment =
       readonly to_wallet_id: string
       readonly completed_at: string
     }
+  | {
+      /** A reservation voided on purpose: the payment fails with this code, not `expired`. */
+      readonly kind: "refusal"
+      readonly tenant_id: string
+      readonly environment: string
+      readonly transaction_id: string
+      readonly failure_code: string
+      readonly failure_message: string
+    }
   | { readonly kind: "response"; readonly stored: StoredResponse }
 
 export const paymentEventType = {
@@ -52,12 +63,19 @@ interface Collected {
   readonly payments: Array<PaymentRow>
   readonly stored: Array<StoredResponse>
   readonly settlements: Array<Extract<LedgerAttachment, { kind: "settlement" }>>
+  readonly refusals: Array<Extract<LedgerAttachment, { kind: "refusal" }>>
   /** Released reservations by ledger: `tenant|environment` -> pending transfer ids. */
   readonly released: Map<string, Array<string>>
 }
 
 const collect = (appended: ReadonlyArray<AppendedCommand>): Collected => {
-  const collected: Collected = { payments: [], stored: [], settlements: [], released: new Map() }
+  const collected: Collected = {
+    payments: [],
+    stored: [],
+    settlements: [],
+    refusals: [],
+    released: new Map(),
+  }
   for (const item of appended) {
     const attachment = item.context.attachment as LedgerAttachment | undefined
     if (attachment?.kind === "payment") {
@@ -67,6 +85,9 @@ const collect = (appended: ReadonlyArray<AppendedCommand>): Collected => {
       collected.settlements.push(attachment)
     } else if (attachment?.kind === "response") {
       collected.stored.push(attachment.stored)
+    } else if (attachment?.kind === "refusal") {
+      collected.refusals.push(attachment)
+      continue // its void is the refusal's, not a lapse
     }
     for (const event of item.events) {
       if (event.event_type !== "PendingTransferExpired" && event.event_type !== "PendingTransferVoided")
@@ -112,6 +133,21 @@ const failReleased = async (client: pg.PoolClient, released: Collected["released
   return failed
 }
 
+const failRefused = async (client: pg.PoolClient, refusals: Collected["refusals"]) => {
+  if (refusals.length === 0) return []
+  const updated = await client.query(
+    `update platform.payments p
+        set status = 'failed', failure_code = r.failure_code, failure_message = r.failure_message, failed_at = now()
+       from jsonb_to_recordset($1::jsonb) as r(tenant_id text, environment text, transaction_id text,
+            failure_code text, failure_message text)
+      where p.transaction_id = r.transaction_id and p.tenant_id = r.tenant_id
+        and p.environment = r.environment and p.status = 'pending'
+      returning p.*`,
+    [JSON.stringify(refusals)],
+  )
+  return updated.rows.map(fromDb)
+}
+
 /**
  * The writer's transaction hook: payment rows, completed settlements, lapsed reservations, their
  * webhook events and stored responses, all in the append's transaction.
@@ -121,13 +157,14 @@ export const ledgerHook =
   async (client, appended) => {
     const collected = collect(appended)
     // Sent together (the append's connection pipelines); PostgreSQL runs them in this order.
-    const [, , completed, failed] = await Promise.all([
+    const [, , completed, failed, refused] = await Promise.all([
       insertPayments(client, collected.payments),
       storeResponses(client, collected.stored),
       completeSettled(client, collected.settlements),
       failReleased(client, collected.released),
+      failRefused(client, collected.refusals),
       enqueue(client, collected.payments.map(paymentEvent)),
     ])
-    const changed = [...completed, ...failed].map(paymentEvent)
+    const changed = [...completed, ...failed, ...refused].map(paymentEvent)
     if (changed.length > 0) await enqueue(client, changed)
   }

@@ -3,7 +3,9 @@
  * reservation (payer -> escrow, amount + fee) is posted, then one linked group moves escrow ->
  * recipient `amount` and escrow -> fees `fee`. Each step carries an idempotency key derived from
  * the payment, so a step repeated after a crash or by a second process replays instead of moving
- * money twice; the sweeper below finishes whatever a crash interrupted.
+ * money twice; the sweeper below finishes whatever a crash interrupted. A payment whose identifier
+ * was linked to its own paying wallet is not a payment: its reservation is voided and it fails with
+ * `same_wallet`, as a direct payment to that wallet is refused.
  */
 import { Effect } from "effect"
 import type pg from "pg"
@@ -29,6 +31,7 @@ const settle_batch_count_max = 100
 
 interface Waiting {
   readonly transaction_id: string
+  readonly from_wallet_id: string
   readonly token: TokenSymbol
   readonly chain: WalletChain
   readonly amount: string
@@ -52,6 +55,29 @@ const settleOne = (
     const asset = tokenAsset(payment.chain, payment.token)
     const txn = payment.transaction_id
     const context = { actor: "settlement", correlation_id: txn }
+    if (payment.from_wallet_id === to_wallet_id) {
+      // The identifier went to the paying wallet: a direct payment would be refused (same_wallet),
+      // so this one is too. The reservation is released whole; no fee is taken.
+      const refusal: LedgerAttachment = {
+        kind: "refusal",
+        tenant_id: scope.tenant_id,
+        environment: scope.environment,
+        transaction_id: txn,
+        failure_code: "same_wallet",
+        failure_message:
+          "The recipient's identifier was linked to the paying wallet, and a wallet cannot pay itself; the reserved funds were released and no fee was taken.",
+      }
+      const voided = yield* Effect.result(
+        writer.execute(
+          ledger,
+          { type: "VoidPendingTransfer", transfer_id: `${txn}:void`, pending_id: txn, now_ms: Date.now() },
+          { ...context, idempotency_key: `settle:${txn}:void`, attachment: refusal },
+        ),
+      )
+      if (voided._tag === "Failure" && !alreadyReleased(voided.failure))
+        return yield* Effect.fail(voided.failure)
+      return
+    }
     yield* ensureAccounts(
       writer,
       ledger,
@@ -116,7 +142,7 @@ export const settleWaitingPayments = (
   Effect.gen(function* () {
     const waiting = yield* Effect.promise(() =>
       pool.query<Waiting>(
-        `select transaction_id, token, chain, amount::text as amount, fee::text as fee from platform.payments
+        `select transaction_id, from_wallet_id, token, chain, amount::text as amount, fee::text as fee from platform.payments
           where tenant_id = $1 and environment = $2 and recipient = $3 and status = 'pending'
           order by transaction_id limit $4`,
         [scope.tenant_id, scope.environment, recipient, settle_batch_count_max],

@@ -425,6 +425,40 @@ describe("payments to an identifier nobody has linked yet", () => {
     expect(done.body.data).toEqual(completed)
   })
 
+  it("fails with same_wallet, releasing the whole reservation and taking no fee, when the identifier is linked to the paying wallet itself", async () => {
+    const payer = await createWallet(client, "ethereum", "self-linker")
+    await fund(client, payer.wallet_id, "50")
+    const pending = expectOk(
+      await pay(client, {
+        recipient: "+14155550222",
+        amount: "10",
+        token: "USDC",
+        from_wallet: payer.wallet_id,
+      }),
+    )
+    expect(pending).toMatchObject({ status: "pending", fee: "0.03" })
+    expect(await usdcOf(client, payer.wallet_id)).toEqual({ amount: "39.97", reserved: "10.03" })
+
+    await link(client, payer.wallet_id, "phone", "+1 415 555 0222")
+    const failed = expectOk(
+      await client.get<TransactionView>(`/api/v1/transactions/${pending.transaction_id}`),
+    )
+    expect(failed).toMatchObject({ status: "failed", to_wallet: null, completed_at: null })
+    expect(failed.failure?.code).toBe("same_wallet")
+    expect(await usdcOf(client, payer.wallet_id)).toEqual({ amount: "50.00", reserved: "0.00" })
+    const announced = await eventAbout("payment.failed", "transaction_id", pending.transaction_id)
+    expectSignedDelivery(announced)
+    expect(announced.body.data).toEqual(failed)
+    // As a direct payment to the now-linked identifier is refused.
+    const direct = await pay(client, {
+      recipient: "+14155550222",
+      amount: "1",
+      token: "USDC",
+      from_wallet: payer.wallet_id,
+    })
+    expect(direct.status).toBe(422)
+  })
+
   it("releases the reservation exactly when the payment expires unlinked: failed with code expired, and payment.failed", async () => {
     // A platform whose pending payments lapse after one second; the expiry sweeper runs every second.
     const quick = await startPlatform({ PAYMENT_PENDING_EXPIRY_SECONDS: "1" })
@@ -474,6 +508,50 @@ describe("payments to an identifier nobody has linked yet", () => {
       await quickReceiver.close()
     }
   }, 90_000)
+})
+
+describe("input at the edge of every limit", () => {
+  it("is accepted whole: 50 metadata keys of 40 characters, 500-character values and a 500-character note counted in characters (an emoji is one), and JSON numbers that mean exactly what they say", async () => {
+    const payer = await createWallet(client, "ethereum", "edge-payer")
+    const payee = await createWallet(client, "ethereum", "edge-payee")
+    await link(client, payee.wallet_id, "email", "edge@example.com")
+    await fund(client, payer.wallet_id, "1000000")
+    const metadata = Object.fromEntries(
+      Array.from({ length: 50 }, (_, i) => [
+        `${String(i).padStart(2, "0")}${"😀".repeat(38)}`,
+        "é😀".repeat(250),
+      ]),
+    )
+    const note = `${"😀".repeat(499)}\u{1F680}`
+    const paid = expectOk(
+      await pay(client, {
+        recipient: "edge@example.com",
+        amount: "1",
+        token: "USDC",
+        from_wallet: payer.wallet_id,
+        note,
+        metadata,
+      }),
+    )
+    expect(paid).toMatchObject({ status: "completed", note, metadata })
+    // 15 significant digits, an exponent, an integer written long: each is exactly its value.
+    for (const [amount, expected] of [
+      [1.23456, "1.23456"],
+      [123456.789012, "123456.789012"],
+      [5e-1, "0.50"],
+      [2e1, "20.00"],
+    ] as const) {
+      const answer = expectOk(
+        await pay(client, {
+          recipient: "edge@example.com",
+          amount,
+          token: "USDC",
+          from_wallet: payer.wallet_id,
+        }),
+      )
+      expect(answer.amount).toBe(expected)
+    }
+  })
 })
 
 // --- 3. insufficient funds --------------------------------------------------------------------

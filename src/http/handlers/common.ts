@@ -127,10 +127,33 @@ export const requireSandbox = (caller: Caller): Effect.Effect<void, ApiError> =>
         }),
       )
 
+/**
+ * Characters (Unicode code points) in `text`: an emoji is one, though JavaScript's `length` counts
+ * its two UTF-16 units. Limits the API documents in characters are checked with this.
+ * @example characterCount("a😀") // 2
+ */
+export const characterCount = (text: string): number => {
+  let count = text.length
+  for (let index = 0; index < text.length - 1; index++) {
+    const unit = text.charCodeAt(index)
+    if (unit < 0xd800 || unit > 0xdbff) continue
+    const next = text.charCodeAt(index + 1)
+    if (next >= 0xdc00 && next <= 0xdfff) {
+      count -= 1
+      index += 1
+    }
+  }
+  return count
+}
+
+/** Whether `text` has more than `max` characters (code points); cheap when it plainly has not. */
+export const longerThan = (text: string, max: number): boolean =>
+  text.length > max && characterCount(text) > max
+
 /** A trimmed string of 1..max characters, or a 400 for `param`. */
 export const text = (value: string, param: string, max: number, min = 1): Effect.Effect<string, ApiError> => {
   const trimmed = value.trim()
-  return trimmed.length >= min && trimmed.length <= max
+  return trimmed.length >= min && !longerThan(trimmed, max)
     ? Effect.succeed(trimmed)
     : Effect.fail(badRequest("invalid_parameter", `${param} must be ${min} to ${max} characters.`, param))
 }

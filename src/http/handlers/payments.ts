@@ -37,7 +37,7 @@ import type { WalletRow } from "../../platform/wallets.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
 import { type ApiError, badRequest, CurrentRequestId, errorBody, notFound, unprocessable } from "../errors.ts"
 import { type IdempotencyTicket, idempotent, storedResponse } from "../idempotency.ts"
-import { db, parseLimit, parseMoney, respond, tokenOn } from "./common.ts"
+import { db, longerThan, parseLimit, parseMoney, respond, tokenOn } from "./common.ts"
 import { ledgerApiError, mapLedgerErrors } from "./ledger-errors.ts"
 import { callerWallet } from "./wallets.ts"
 
@@ -65,7 +65,7 @@ const checkMetadata = (metadata: Readonly<Record<string, string>>): Effect.Effec
     )
   }
   for (const [key, value] of entries) {
-    if (key.length === 0 || key.length > metadata_key_length_max) {
+    if (key.length === 0 || longerThan(key, metadata_key_length_max)) {
       return Effect.fail(
         badRequest(
           "invalid_metadata",
@@ -74,7 +74,7 @@ const checkMetadata = (metadata: Readonly<Record<string, string>>): Effect.Effec
         ),
       )
     }
-    if (value.length > metadata_value_length_max) {
+    if (longerThan(value, metadata_value_length_max)) {
       return Effect.fail(
         badRequest(
           "invalid_metadata",
@@ -254,7 +254,7 @@ const pay = (payload: PayPayload) =>
     if (Result.isFailure(recipient)) {
       return yield* badRequest("invalid_recipient", recipient.failure.message, "recipient")
     }
-    if (payload.note !== undefined && payload.note.length > note_length_max) {
+    if (payload.note !== undefined && longerThan(payload.note, note_length_max)) {
       return yield* badRequest("invalid_note", `note is at most ${note_length_max} characters.`, "note")
     }
     yield* checkMetadata(payload.metadata ?? {})
