@@ -143,6 +143,11 @@ interface Waiter {
   readonly reject: (defect: unknown) => void
   /** Appends of this command lost to a version conflict so far. */
   conflicts: number
+  /**
+   * Set when a batch it was in failed before COMMIT (its hook threw, say): it is then decided and
+   * appended in a batch of its own, so that one command's failure is not its neighbours'.
+   */
+  alone: boolean
 }
 
 interface IdempotencyEntry {
@@ -274,8 +279,8 @@ const makeCommitter = (transaction: NonNullable<WriterOptions["transaction"]>) =
           await Promise.all(taken.map((submission) => run([submission])))
           return
         }
-        const cause = defect instanceof NotCommitted ? defect.cause : defect
-        for (const submission of taken) submission.reject(cause)
+        // Still wrapped: the ledger's slot tells "wrote nothing" from "may have committed".
+        for (const submission of taken) submission.reject(defect)
       },
     )
   }
@@ -550,8 +555,10 @@ export const makeLedgerWriter = (
       const next = slot.queue[0]
       const key = next?.context.idempotency_key ?? null
       if (next === undefined || (key !== null && keysInFlight.has(key))) break
+      if (next.alone && batch.length > 0) break
       batch.push(next)
       slot.queue.shift()
+      if (next.alone) break
     }
     if (batch.length === 0) return false
     const { state, events, decided } = decideBatch(slot, base.state, batch)
@@ -596,6 +603,20 @@ export const makeLedgerWriter = (
     slot.queue.unshift(...again)
   }
 
+  /**
+   * A batch whose append failed. If it wrote nothing and held several commands, each is tried again
+   * alone (`again`), so the one that fails fails by itself; otherwise its commands fail with the cause.
+   */
+  const failed = (flight: InFlightBatch, defect: unknown, again: Array<InFlightBatch>) => {
+    if (defect instanceof NotCommitted && flight.batch.length > 1) {
+      for (const waiter of flight.batch) waiter.alone = true
+      again.push(flight)
+      return
+    }
+    const cause = defect instanceof NotCommitted ? defect.cause : defect
+    for (const waiter of flight.batch) waiter.reject(cause)
+  }
+
   /** Answers the oldest in-flight batch; on a failure, unwinds every batch chained on it. */
   const answerOldest = async (slot: LedgerSlot, oldest: InFlightBatch): Promise<void> => {
     const outcome = await oldest.done
@@ -611,7 +632,7 @@ export const makeLedgerWriter = (
     const later = slot.inFlight.splice(0)
     const laterOutcomes = await Promise.all(later.map((flight) => flight.done))
     const again: Array<InFlightBatch> = []
-    if (outcome.kind === "defect") for (const waiter of oldest.batch) waiter.reject(outcome.defect)
+    if (outcome.kind === "defect") failed(oldest, outcome.defect, again)
     else again.push(oldest)
     later.forEach((flight, index) => {
       const laterOutcome = laterOutcomes[index]
@@ -621,7 +642,7 @@ export const makeLedgerWriter = (
         slot.version = laterOutcome.version
         settle(slot, flight.decided, laterOutcome.events)
       } else if (laterOutcome?.kind === "defect") {
-        for (const waiter of flight.batch) waiter.reject(laterOutcome.defect)
+        failed(flight, laterOutcome.defect, again)
       } else {
         // A conflict, or a batch without events whose rejections were decided on a state that may
         // never have been committed: decide it again.
@@ -675,6 +696,7 @@ export const makeLedgerWriter = (
           resolve: (result) => resume(Effect.succeed(result)),
           reject: (defect) => resume(Effect.die(defect)),
           conflicts: 0,
+          alone: false,
         })
         if (!slot.flushing) void flush(slot)
       }),
