@@ -35,12 +35,18 @@ const phoneDigitsMax = 15
 
 /**
  * A phone number in E.164: `+`, a country code and subscriber number, 8 to 15 digits in all.
- * Spaces, dots, dashes and parentheses are dropped; a leading `00` is read as `+`. A number without
- * its country code is refused: guessing the country would pay the wrong person.
+ * Spaces, dots, dashes and parentheses are dropped; a leading `00` is read as `+`; a trunk prefix
+ * written `(0)` after the country code ("+44 (0)20 7946 0958") is dropped with its parentheses, as
+ * it is dialled only from inside the country. A number without its country code is refused:
+ * guessing the country would pay the wrong person.
  * @example normalisePhone("+1 (415) 555-0100") // Result.succeed("+14155550100")
+ * @example normalisePhone("+44 (0)20 7946 0958") // Result.succeed("+442079460958")
  */
 export function normalisePhone(input: string): Result.Result<string, InvalidIdentifier> {
-  const compact = input.trim().replace(/[\s().-]/g, "")
+  const compact = input
+    .trim()
+    .replace(/\(\s*0\s*\)/g, "")
+    .replace(/[\s().-]/g, "")
   const international = compact.startsWith("00") ? `+${compact.slice(2)}` : compact
   const fail = (message: string) => Result.fail(new InvalidIdentifier({ kind: "phone", message }))
   if (!international.startsWith("+")) return fail("phone numbers need their country code, e.g. +14155550100")
