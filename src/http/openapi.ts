@@ -33,7 +33,8 @@ different body is a 409.
 token has; responses carry exact decimal strings with at least two decimals.
 
 **Pagination.** \`limit\` (1-100, default 20) and \`starting_after\` (the last id of the previous page)
-give \`{"data":[...],"has_more":bool,"next_cursor":...}\`.
+give \`{"data":[...],"has_more":bool,"next_cursor":...}\`. A \`starting_after\` that is not the id of an
+item of that list is 400 \`invalid_cursor\`; an empty one means the first page.
 
 **Rate limits** (token buckets, burst twice the rate):
 ${limitLines}

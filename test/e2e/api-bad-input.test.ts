@@ -416,6 +416,19 @@ const limitCases = (path: (f: Fixture) => string): ReadonlyArray<Case> =>
     ),
   )
 
+/** Cursors that name no item of the list: made up, another list's id, another tenant's wallet. */
+const cursorCases = (path: (f: Fixture) => string): ReadonlyArray<Case> =>
+  [
+    ["made up", () => "garbage"],
+    ["an id of another kind", () => "txn_zzzz"],
+    ["another tenant's wallet", (f: Fixture) => f.other_wallet],
+  ].map(([what, cursor]) =>
+    endpoint(
+      "GET",
+      (f) => `${path(f)}?starting_after=${encodeURIComponent((cursor as (f: Fixture) => string)(f))}`,
+    )(`starting_after ${what as string}`, undefined, refused(400, "invalid_cursor", "starting_after")),
+  )
+
 // The amounts every money-taking endpoint refuses, on an ethereum wallet (USDC: 6 decimals).
 const badAmounts: ReadonlyArray<readonly [string, Json, Outcome]> = [
   ["negative", "-5", refused(400, "amount_negative", "amount")],
@@ -697,6 +710,7 @@ const walletCases: ReadonlyArray<Case> = (() => {
       { headers: { "idempotency-key": walletKey } },
     ),
     ...limitCases(() => "/api/v1/wallets"),
+    ...cursorCases(() => "/api/v1/wallets"),
     get("get an unknown wallet", `/api/v1/wallets/${unknownWallet}`),
     get("get another tenant's wallet", (f) => `/api/v1/wallets/${f.other_wallet}`),
     get("balance of an unknown wallet", `/api/v1/wallets/${unknownWallet}/balance`),
@@ -716,6 +730,7 @@ const walletCases: ReadonlyArray<Case> = (() => {
 
 const depositCases: ReadonlyArray<Case> = [
   ...limitCases(() => "/api/v2/deposits"),
+  ...cursorCases(() => "/api/v2/deposits"),
   endpoint("GET", `/api/v2/deposits?wallet_id=${unknownWallet}`)(
     "deposits of an unknown wallet",
     undefined,
@@ -845,6 +860,7 @@ const identityCases: ReadonlyArray<Case> = (() => {
     ),
     ...idempotencyKeyCases(link, to("phone", "+442079460018")),
     ...limitCases(() => "/api/v1/identities"),
+    ...cursorCases(() => "/api/v1/identities"),
     endpoint("GET", `/api/v1/identities?wallet_id=${unknownWallet}`)(
       "list by an unknown wallet",
       undefined,
@@ -1054,6 +1070,7 @@ const transactionCases: ReadonlyArray<Case> = (() => {
   const list = (query: string) => endpoint("GET", `/api/v1/transactions?${query}`)
   return [
     ...limitCases(() => "/api/v1/transactions"),
+    ...cursorCases(() => "/api/v1/transactions"),
     list("status=done")("unknown status filter", undefined, refused(400, "invalid_status", "status")),
     list("status=COMPLETED")(
       "status filter in upper case",

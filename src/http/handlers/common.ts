@@ -4,6 +4,7 @@
  */
 import { Effect, Result } from "effect"
 import type { HttpServerResponse } from "effect/http"
+import type pg from "pg"
 import { parseAmount, parseAmountNumber } from "../../../domain/money/amount.ts"
 import type { Asset } from "../../../domain/money/asset.ts"
 import type { AmountError } from "../../../domain/money/errors.ts"
@@ -33,6 +34,51 @@ export const dbUnique = <A>(run: () => Promise<A>, onConflict: () => ApiError): 
 
 export const list_limit_default = 20
 export const list_limit_max = 100
+
+/** The lists paged by `starting_after`: the table of their items and its id column. */
+const cursorTables = {
+  transactions: ["platform.payments", "transaction_id"],
+  wallets: ["platform.wallets", "wallet_id"],
+  identities: ["platform.identities", "identity_id"],
+  deposits: ["platform.chain_deposits", "deposit_id"],
+  webhooks: ["platform.webhooks", "webhook_id"],
+  api_keys: ["platform.api_keys", "key_id"],
+} as const
+
+/**
+ * A list's `starting_after`: absent or empty means the first page; anything else must be the id of
+ * an item of that list that the caller can see (its tenant and environment), else 400
+ * `invalid_cursor`, the same for an id that never existed and another tenant's. (A cursor that
+ * named nothing used to page from wherever it sorted: an empty page that looked like the end.)
+ */
+export const listCursor = (
+  pool: pg.Pool,
+  list: keyof typeof cursorTables,
+  caller: Caller,
+  starting_after: string | undefined,
+): Effect.Effect<string | undefined, ApiError> => {
+  if (starting_after === undefined || starting_after === "") return Effect.succeed(undefined)
+  const [table, column] = cursorTables[list]
+  return Effect.flatMap(
+    db(() =>
+      pool.query(`select 1 from ${table} where tenant_id = $1 and environment = $2 and ${column} = $3`, [
+        caller.tenant_id,
+        caller.environment,
+        starting_after,
+      ]),
+    ),
+    (found) =>
+      found.rows.length > 0
+        ? Effect.succeed(starting_after)
+        : Effect.fail(
+            badRequest(
+              "invalid_cursor",
+              `starting_after must be the id of an item of this list (the next_cursor of the page before); ${JSON.stringify(starting_after.slice(0, 80))} is not one.`,
+              "starting_after",
+            ),
+          ),
+  )
+}
 
 /** `limit` from a query string: 1..100, default 20. */
 export const parseLimit = (text: string | undefined): Effect.Effect<number, ApiError> => {

@@ -7,7 +7,7 @@ import { HttpApiBuilder } from "effect/http-api"
 import { listDeposits } from "../../deposits/list.ts"
 import { Platform } from "../../platform/service.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
-import { db, parseLimit, respond } from "./common.ts"
+import { db, listCursor, parseLimit, respond } from "./common.ts"
 import { callerWallet } from "./wallets.ts"
 
 const list = (query: {
@@ -20,10 +20,11 @@ const list = (query: {
     const { pool } = yield* Platform
     const limit = yield* parseLimit(query.limit)
     if (query.wallet_id !== undefined) yield* callerWallet(caller, query.wallet_id)
+    const starting_after = yield* listCursor(pool, "deposits", caller, query.starting_after)
     return yield* db(() =>
       listDeposits(pool, caller.tenant_id, caller.environment, {
         wallet_id: query.wallet_id,
-        starting_after: query.starting_after,
+        starting_after,
         limit,
       }),
     )

@@ -19,7 +19,7 @@ import { settleWaitingPayments } from "../../platform/settlement.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
 import { badRequest, conflict, notFound } from "../errors.ts"
 import { idempotent, storedResponse } from "../idempotency.ts"
-import { db, dbUnique, parseLimit, respond } from "./common.ts"
+import { db, dbUnique, listCursor, parseLimit, respond } from "./common.ts"
 import { callerWallet } from "./wallets.ts"
 
 interface IdentityRow {
@@ -148,19 +148,14 @@ const list = (query: {
     const { pool } = yield* Platform
     const limit = yield* parseLimit(query.limit)
     if (query.wallet_id !== undefined) yield* callerWallet(caller, query.wallet_id)
+    const starting_after = yield* listCursor(pool, "identities", caller, query.starting_after)
     const found = yield* db(() =>
       pool.query<IdentityRow>(
         `select ${columns} from platform.identities
           where tenant_id = $1 and environment = $2 and ($3::text is null or wallet_id = $3)
             and ($4::text is null or identity_id > $4)
           order by identity_id limit $5`,
-        [
-          caller.tenant_id,
-          caller.environment,
-          query.wallet_id ?? null,
-          query.starting_after ?? null,
-          limit + 1,
-        ],
+        [caller.tenant_id, caller.environment, query.wallet_id ?? null, starting_after ?? null, limit + 1],
       ),
     )
     return toPage(found.rows, limit, toIdentity, (identity) => identity.identity_id)

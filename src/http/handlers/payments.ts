@@ -37,7 +37,7 @@ import type { WalletRow } from "../../platform/wallets.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
 import { type ApiError, badRequest, CurrentRequestId, errorBody, notFound, unprocessable } from "../errors.ts"
 import { type IdempotencyTicket, idempotent, storedResponse } from "../idempotency.ts"
-import { db, longerThan, parseLimit, parseMoney, respond, tokenOn } from "./common.ts"
+import { db, listCursor, longerThan, parseLimit, parseMoney, respond, tokenOn } from "./common.ts"
 import { ledgerApiError, mapLedgerErrors } from "./ledger-errors.ts"
 import { callerWallet } from "./wallets.ts"
 
@@ -330,13 +330,14 @@ const list = (query: {
     if (query.wallet_id !== undefined) yield* callerWallet(caller, query.wallet_id)
     const created_gte = yield* checkTime(query.created_gte, "created_gte")
     const created_lt = yield* checkTime(query.created_lt, "created_lt")
+    const starting_after = yield* listCursor(pool, "transactions", caller, query.starting_after)
     return yield* db(() =>
       listPayments(pool, caller.tenant_id, caller.environment, {
         wallet_id: query.wallet_id,
         status: query.status as PaymentStatus | undefined,
         created_gte,
         created_lt,
-        starting_after: query.starting_after,
+        starting_after,
         limit,
       }),
     )

@@ -35,7 +35,7 @@ import { Chains } from "../../ports/chains.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
 import { badRequest, CurrentRequestId, notFound } from "../errors.ts"
 import { idempotent, storeAfterwards, storedResponse } from "../idempotency.ts"
-import { db, parseLimit, parseMoney, requireSandbox, respond, text, tokenOn } from "./common.ts"
+import { db, listCursor, parseLimit, parseMoney, requireSandbox, respond, text, tokenOn } from "./common.ts"
 import { mapLedgerErrors } from "./ledger-errors.ts"
 
 /** Most test money one faucet request credits, in whole token units. */
@@ -234,10 +234,11 @@ export const WalletsHandlers = HttpApiBuilder.group(PlatformApi, "wallets", (han
             const caller = yield* CurrentCaller
             const { pool } = yield* Platform
             const limit = yield* parseLimit(query.limit)
+            const starting_after = yield* listCursor(pool, "wallets", caller, query.starting_after)
             return yield* db(() =>
               listWallets(pool, caller.tenant_id, caller.environment, {
                 external_id: query.external_id,
-                starting_after: query.starting_after,
+                starting_after,
                 limit,
               }),
             )
