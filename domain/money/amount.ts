@@ -104,11 +104,27 @@ function significantDigitCount(plain: string): number {
 }
 
 /**
+ * The plain decimal text of what `String(number)` wrote with an exponent, digit for digit:
+ * "1e-7" is "0.0000001", "1.5e+21" is "1500000000000000000000".
+ */
+function withoutExponent(text: string): string {
+  const [mantissa = "", exponentText = "0"] = text.split("e")
+  const [whole = "", fraction = ""] = mantissa.split(".")
+  const digits = `${whole}${fraction}`
+  const point = whole.length + Number(exponentText) // where the point goes among `digits`
+  if (point <= 0) return `0.${"0".repeat(-point)}${digits}`
+  if (point >= digits.length) return digits + "0".repeat(point - digits.length)
+  return `${digits.slice(0, point)}.${digits.slice(point)}`
+}
+
+/**
  * Parses a JSON number into minor units through its shortest round-trip text (`String(value)`), so
- * 0.1 reads as "0.1", not as the binary fraction 0.1000000000000000055... Rejects NaN and the
- * infinities, numbers JavaScript prints with an exponent (below 1e-6 or from 1e21 up), and numbers
- * with more than 15 significant digits, whose text may not be what the client wrote. -0 is zero.
+ * 0.1 reads as "0.1", not as the binary fraction 0.1000000000000000055... (what JavaScript writes
+ * with an exponent, below 1e-6 or from 1e21 up, is read digit for digit: 1e-7 is 0.0000001).
+ * Rejects NaN and the infinities, and numbers with more than 15 significant digits, whose text may
+ * not be what the client wrote. -0 is zero.
  * @example parseAmountNumber(0.1, 6) // Result.succeed(100000n)
+ * @example parseAmountNumber(1e-7, 18) // Result.succeed(100000000000n)
  */
 export function parseAmountNumber(
   value: number,
@@ -121,17 +137,16 @@ export function parseAmountNumber(
     return Result.fail(new InvalidAmountFormat({ input: text, reason: "is not a finite number" }))
   }
   if (value < 0) return Result.fail(new NegativeAmount({ input: text }))
-  if (text.includes("e")) {
-    const reason = "needs exponent notation (below 1e-6 or from 1e21 up); send a decimal string"
-    return Result.fail(new InvalidAmountFormat({ input: text, reason }))
-  }
-  const digits = significantDigitCount(text)
+  // Past u128 at any precision; its digits need not be written out to know.
+  if (value >= 1e39) return Result.fail(new AmountTooLarge({ input: text, max: U128_MAX }))
+  const plain = text.includes("e") ? withoutExponent(text) : text
+  const digits = significantDigitCount(plain)
   if (digits > numberSignificantDigitsMax) {
     return Result.fail(
       new ImpreciseAmountNumber({ input: text, significant_digits: digits, max: numberSignificantDigitsMax }),
     )
   }
-  return parseAmount(text, decimals, options)
+  return parseAmount(plain, decimals, options)
 }
 
 export interface FormatAmountOptions {

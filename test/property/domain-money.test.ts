@@ -32,12 +32,14 @@ describe("money", () => {
     const decimalLike = fc
       .tuple(fc.integer({ min: 0, max: 10 ** 12 }), fc.integer({ min: 0, max: 8 }))
       .map(([units, shift]) => units / 10 ** shift)
-    const value = fc.oneof(decimalLike, fc.double({ min: 0, max: 1e20, noNaN: true }))
+    const value = fc.oneof(decimalLike, fc.double({ min: 0, max: 1e25, noNaN: true }))
     fc.assert(
       fc.property(value, fc.integer({ min: 0, max: 18 }), (number, d) => {
         const fromNumber = parseAmountNumber(number, d, { allowZero: true })
         if (Result.isSuccess(fromNumber)) {
-          expect(parseAmount(String(number), d, { allowZero: true })).toEqual(fromNumber)
+          // Decimal strings have no exponent; what JavaScript writes with one is compared by value.
+          if (!String(number).includes("e"))
+            expect(parseAmount(String(number), d, { allowZero: true })).toEqual(fromNumber)
           expect(Number(formatAmount(fromNumber.success, d))).toBe(number)
         }
       }),
