@@ -13,8 +13,9 @@ import {
   type HttpServerResponse,
   HttpServerResponse as Response,
 } from "effect/http"
-import { HttpApiError } from "effect/http-api"
+import { HttpApi, HttpApiError } from "effect/http-api"
 import { jsonBodyProblem } from "../../domain/platform/json-body.ts"
+import { PlatformApi } from "./api.ts"
 import { ApiError, CurrentRequestId, errorResponse } from "./errors.ts"
 
 /** Largest request body accepted. */
@@ -79,6 +80,47 @@ export const classify = (squashed: unknown): ApiError | undefined => {
   return undefined
 }
 
+/** Every route's path pattern and method: the API's endpoints, the OpenAPI document and /docs. */
+const routes: ReadonlyArray<{ readonly pattern: RegExp; readonly method: string }> = (() => {
+  const found: Array<{ pattern: RegExp; method: string }> = [
+    { pattern: /^\/openapi\.json$/, method: "GET" },
+    { pattern: /^\/docs$/, method: "GET" },
+  ]
+  HttpApi.reflect(PlatformApi, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint }) => {
+      const segments = endpoint.path
+        .split("/")
+        .map((segment) =>
+          segment.startsWith(":") ? "[^/]+" : segment.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"),
+        )
+      found.push({ pattern: new RegExp(`^${segments.join("/")}$`), method: endpoint.method })
+    },
+  })
+  return found
+})()
+
+/** The methods some route serves at `url`'s path (empty when no route has the path at all). */
+export const allowedMethods = (url: string): ReadonlyArray<string> => {
+  const path = url.split("?")[0] ?? ""
+  const methods = new Set<string>()
+  for (const route of routes) if (route.pattern.test(path)) methods.add(route.method)
+  return [...methods].sort()
+}
+
+/** A route that exists with other methods is 405 with `Allow`, not 404. */
+const wrongMethod = (known: ApiError, request: HttpServerRequest.HttpServerRequest): ApiError => {
+  if (known.code !== "route_not_found") return known
+  const allowed = allowedMethods(request.url)
+  if (allowed.length === 0) return known
+  return new ApiError({
+    status: 405,
+    code: "method_not_allowed",
+    message: `${request.method} is not served here; this path takes ${allowed.join(", ")}.`,
+    headers: { allow: allowed.join(", ") },
+  })
+}
+
 const internal = new ApiError({
   status: 500,
   code: "internal_error",
@@ -87,10 +129,11 @@ const internal = new ApiError({
 
 const answer = (
   cause: Cause.Cause<unknown>,
+  request: HttpServerRequest.HttpServerRequest,
   request_id: string,
 ): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
   const known = classify(Cause.squash(cause))
-  if (known !== undefined) return Effect.succeed(errorResponse(known, request_id))
+  if (known !== undefined) return Effect.succeed(errorResponse(wrongMethod(known, request), request_id))
   if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
   return Effect.logError("unhandled request failure", Cause.pretty(cause)).pipe(
     Effect.annotateLogs({ request_id }),
@@ -143,7 +186,7 @@ export const RequestMiddleware = HttpRouter.middleware(
           : yield* httpEffect.pipe(
               Effect.provideService(CurrentRequestId, request_id),
               Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(request_body_bytes_max)),
-              Effect.catchCause((cause) => answer(cause, request_id)),
+              Effect.catchCause((cause) => answer(cause, request, request_id)),
             )
       if (response.status === 415 && !/json/.test(response.headers["content-type"] ?? "")) {
         return Response.setHeader(

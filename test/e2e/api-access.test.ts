@@ -529,3 +529,47 @@ describe("lists", () => {
     expect(expectOk(await client.get<Page<WalletView>>("/api/v1/wallets?limit=100")).data).toHaveLength(5)
   })
 })
+
+describe("routes and methods", () => {
+  it("answers a method a path does not take with 405 and Allow, an unknown path with 404, both in the error shape", async () => {
+    const ask = async (method: string, path: string) => {
+      const response = await fetch(`${platform.url}${path}`, { method })
+      const body = method === "HEAD" ? undefined : ((await response.json()) as { error: { code: string } })
+      return {
+        status: response.status,
+        allow: response.headers.get("allow"),
+        body,
+        id: response.headers.get("x-request-id"),
+      }
+    }
+    for (const [method, path, allow] of [
+      ["PUT", "/api/v1/wallets", "GET, POST"],
+      ["DELETE", "/api/v1/wallets/wal_00000000000000000000000000000000", "GET"],
+      ["GET", "/api/social-payments/pay", "POST"],
+      ["OPTIONS", "/api/v1/webhooks/whk_00000000000000000000000000000000", "DELETE, GET, PATCH"],
+      ["POST", "/openapi.json", "GET"],
+    ] as const) {
+      const answer = await ask(method, path)
+      expect({
+        method,
+        path,
+        status: answer.status,
+        allow: answer.allow,
+        code: answer.body?.error.code,
+      }).toEqual({
+        method,
+        path,
+        status: 405,
+        allow,
+        code: "method_not_allowed",
+      })
+      expect(answer.id).toMatch(/^req_/)
+    }
+    const unknown = await ask("GET", "/api/v1/nothing-here")
+    expect({ status: unknown.status, allow: unknown.allow, code: unknown.body?.error.code }).toEqual({
+      status: 404,
+      allow: null,
+      code: "route_not_found",
+    })
+  })
+})
