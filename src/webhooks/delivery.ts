@@ -8,12 +8,20 @@
  * retried it after a crash, or a redelivery raced a scheduled retry) records its attempt once and a
  * stale one does nothing. The receiver may still see a request twice after a crash: webhooks are
  * delivered at least once, and the event id in the body lets receivers deduplicate.
+ *
+ * A production endpoint is reached only at public addresses: its host is resolved at each attempt
+ * and the request goes to exactly the addresses checked, or is not sent (see `endpoint-guard.ts`).
  */
+import * as http from "node:http"
+import * as https from "node:https"
+import type { LookupFunction } from "node:net"
 import type pg from "pg"
 import type { PgBoss } from "pg-boss"
 import { assert } from "../../domain/assert.ts"
+import type { Environment } from "../../domain/platform/scopes.ts"
 import { isWebhookEventType, type JsonObject, serializeEventBody } from "../../domain/webhooks/events.ts"
 import { signature_header, signPayload } from "../../domain/webhooks/signature.ts"
+import { pinnedLookup, resolvePublicAddresses } from "./endpoint-guard.ts"
 import { type DeliveryJob, sendDeliveryJobs } from "./queue.ts"
 import { type RetrySchedule, retryDelayMs } from "./retry.ts"
 import { inTransaction } from "./store.ts"
@@ -39,6 +47,7 @@ interface DeliveryTarget {
   readonly data: JsonObject
   readonly created_at: Date
   readonly url: string
+  readonly environment: Environment
   readonly secret: string
   /** Only while the rotation overlap lasts (by the database's clock). */
   readonly previous_secret: string | null
@@ -47,7 +56,8 @@ interface DeliveryTarget {
 
 const loadTarget = async (pool: pg.Pool, delivery_id: string): Promise<DeliveryTarget | undefined> => {
   const result = await pool.query<DeliveryTarget>(
-    `select d.status, d.attempt_count, e.event_id, e.event_type, e.data, e.created_at, w.url, w.secret,
+    `select d.status, d.attempt_count, e.event_id, e.event_type, e.data, e.created_at, w.url,
+       w.environment, w.secret,
        case when w.previous_secret_expires_at > now() then w.previous_secret end as previous_secret,
        w.deleted_at is not null as webhook_deleted
      from platform.webhook_deliveries d
@@ -75,77 +85,113 @@ const truncateUtf8 = (text: string, bytes_max: number): string => {
 }
 
 /** The first bytes of a response body; reading stops there and the rest is discarded. */
-const readExcerpt = async (response: Response): Promise<string | null> => {
-  if (response.body === null) return null
-  const reader = response.body.getReader()
-  const chunks: Uint8Array[] = []
+const readExcerpt = async (response: http.IncomingMessage): Promise<string | null> => {
+  const chunks: Buffer[] = []
   let size = 0
   try {
-    while (size < excerpt_bytes_max) {
-      const chunk = await reader.read()
-      if (chunk.done) break
-      chunks.push(chunk.value)
-      size += chunk.value.byteLength
+    // Leaving the loop early destroys the response: the rest of the body is never read.
+    for await (const chunk of response) {
+      chunks.push(chunk)
+      size += chunk.byteLength
+      if (size >= excerpt_bytes_max) break
     }
   } catch {
     // A body cut short (timeout, reset) still gives the bytes read so far.
-  } finally {
-    reader.cancel().catch(() => {})
   }
   const text = truncateUtf8(new TextDecoder().decode(Buffer.concat(chunks)), excerpt_bytes_max)
   return text === "" ? null : text
 }
 
-const describeError = (error: unknown, timeout_ms: number): string => {
+const describeError = (error: unknown): string => {
   if (!(error instanceof Error)) return String(error)
-  if (error.name === "TimeoutError") return `no response within ${timeout_ms} ms`
   return error.cause instanceof Error ? `${error.message}: ${error.cause.message}` : error.message
 }
 
 /**
- * POSTs `body` and reports what happened; never throws for the receiver's behaviour. Redirects are
- * not followed (a 3xx is a failed attempt): the endpoint is the URL the tenant registered.
- * Throws only when `signal` (the worker shutting down) aborts, so the attempt is not recorded.
- * @example const outcome = await postWebhook({ url, body, headers, timeout_ms: 10_000, signal })
+ * Keep-alive connections, kept apart per environment: every connection in the production pool was
+ * opened to addresses checked for it, and a production request must never reuse one that a sandbox
+ * request opened to an address nobody checked.
  */
-export async function postWebhook(request: {
+const agents = {
+  sandbox: { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) },
+  production: { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) },
+} as const
+
+interface PostRequest {
   readonly url: string
   readonly body: string
   readonly headers: Readonly<Record<string, string>>
   readonly timeout_ms: number
   readonly signal: AbortSignal
-}): Promise<AttemptOutcome> {
+  /** Production endpoints are reached only at public addresses, checked after resolution. */
+  readonly environment: Environment
+}
+
+/** Sends the POST and reads the answer's status and first bytes; rejects when no answer comes. */
+const send = (
+  url: URL,
+  request: PostRequest,
+  signal: AbortSignal,
+  lookup: LookupFunction | undefined,
+): Promise<{ readonly status: number; readonly excerpt: string | null }> =>
+  new Promise((resolve, reject) => {
+    const secure = url.protocol === "https:"
+    const options: https.RequestOptions = {
+      method: "POST",
+      headers: { ...request.headers, "content-length": String(Buffer.byteLength(request.body)) },
+      agent: agents[request.environment][secure ? "https" : "http"],
+      signal,
+      ...(lookup === undefined ? {} : { lookup }),
+    }
+    const answered = (response: http.IncomingMessage) => {
+      const status = response.statusCode
+      assert(status !== undefined, "a response to a request has a status")
+      readExcerpt(response).then((excerpt) => resolve({ status, excerpt }), reject)
+    }
+    const outgoing = secure ? https.request(url, options, answered) : http.request(url, options, answered)
+    outgoing.on("error", reject)
+    outgoing.end(request.body)
+  })
+
+/**
+ * POSTs `body` and reports what happened; never throws for the receiver's behaviour. Redirects are
+ * not followed (a 3xx is a failed attempt): the endpoint is the URL the tenant registered. In
+ * production the host is resolved first and the request is not sent (a failed attempt, its error
+ * saying why) when any address is not public; otherwise it connects to exactly those addresses.
+ * Throws only when `signal` (the worker shutting down) aborts, so the attempt is not recorded.
+ * @example const outcome = await postWebhook({ url, body, headers, timeout_ms: 10_000, signal, environment })
+ */
+export async function postWebhook(request: PostRequest): Promise<AttemptOutcome> {
   const started_at = new Date()
   const started_ms = performance.now()
-  const latency = () => Math.max(0, Math.round(performance.now() - started_ms))
-  const signal = AbortSignal.any([request.signal, AbortSignal.timeout(request.timeout_ms)])
+  const outcome = (answer: Omit<AttemptOutcome, "started_at" | "latency_ms">): AttemptOutcome => ({
+    started_at,
+    latency_ms: Math.max(0, Math.round(performance.now() - started_ms)),
+    ...answer,
+  })
+  const timeout = AbortSignal.timeout(request.timeout_ms)
+  const signal = AbortSignal.any([request.signal, timeout])
   try {
-    const response = await fetch(request.url, {
-      method: "POST",
-      headers: request.headers,
-      body: request.body,
-      redirect: "manual",
-      signal,
-    })
-    const response_excerpt = await readExcerpt(response)
-    return {
-      started_at,
-      latency_ms: latency(),
-      response_status: response.status,
-      response_excerpt,
-      error: null,
+    const url = new URL(request.url)
+    let lookup: LookupFunction | undefined
+    if (request.environment === "production") {
+      const resolution = await resolvePublicAddresses(url.hostname, signal)
+      if (!resolution.ok) {
+        return outcome({ response_status: null, response_excerpt: null, error: resolution.refusal })
+      }
+      lookup = pinnedLookup(resolution.addresses)
     }
+    const answer = await send(url, request, signal, lookup)
+    return outcome({ response_status: answer.status, response_excerpt: answer.excerpt, error: null })
   } catch (error) {
     if (request.signal.aborted)
       throw new Error("delivery interrupted: the worker is stopping", { cause: error })
-    const message = truncateUtf8(describeError(error, request.timeout_ms), excerpt_bytes_max)
-    return {
-      started_at,
-      latency_ms: latency(),
+    const message = timeout.aborted ? `no response within ${request.timeout_ms} ms` : describeError(error)
+    return outcome({
       response_status: null,
       response_excerpt: null,
-      error: message,
-    }
+      error: truncateUtf8(message, excerpt_bytes_max),
+    })
   }
 }
 
@@ -231,6 +277,10 @@ export async function deliverAttempt(
   }
   if (target.webhook_deleted) return await failOrphan(pool, job)
   assert(isWebhookEventType(target.event_type), "an outbox event has a known type")
+  assert(
+    target.environment === "sandbox" || target.environment === "production",
+    "a stored environment is known",
+  )
   const body = serializeEventBody({
     id: target.event_id,
     event_type: target.event_type,
@@ -252,6 +302,7 @@ export async function deliverAttempt(
     headers,
     timeout_ms: settings.delivery_timeout_ms,
     signal,
+    environment: target.environment,
   })
   return await recordAttempt(pool, boss, settings, job, { ...outcome, signature_timestamp })
 }

@@ -15,6 +15,7 @@ import type { Environment } from "../../domain/platform/scopes.ts"
 import { isWebhookEventType, type JsonObject, type WebhookEventType } from "../../domain/webhooks/events.ts"
 import { type Page, toPage } from "../db/page.ts"
 import { inTransaction } from "../db/transaction.ts"
+import { checkWebhookUrl } from "./endpoint-url.ts"
 import { eventId, generateWebhookSecret, webhookId } from "./ids.ts"
 import { sendDeliveryJobs } from "./queue.ts"
 
@@ -76,21 +77,10 @@ const pageLimit = (pagination: Pagination): number => {
   return limit
 }
 
-/**
- * Why a URL cannot be a webhook endpoint, or undefined when it can: absolute http(s), no user name
- * or password in it, at most 2,048 characters; production endpoints must use https.
- * @example webhookUrlProblem("ftp://example.com", "sandbox") // "the URL must start with http:// or https://"
- */
-export function webhookUrlProblem(url: string, environment: Environment): string | undefined {
-  if (url.length > 2_048) return "the URL is longer than 2,048 characters"
-  if (!URL.canParse(url)) return "not an absolute URL"
-  const parsed = new URL(url)
-  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
-    return "the URL must start with http:// or https://"
-  }
-  if (parsed.username !== "" || parsed.password !== "") return "the URL must not contain credentials"
-  if (environment === "production" && parsed.protocol !== "https:") return "production endpoints need https"
-  return undefined
+/** The store keeps only URLs `checkWebhookUrl` accepted, as it wrote them. */
+const assertCheckedUrl = (url: string, environment: Environment): void => {
+  const check = checkWebhookUrl(url, environment)
+  assert(check.ok && check.url === url, "a webhook URL is checked and normalised with checkWebhookUrl first")
 }
 
 const assertEvents = (events: ReadonlyArray<WebhookEventType>): string[] => {
@@ -99,6 +89,7 @@ const assertEvents = (events: ReadonlyArray<WebhookEventType>): string[] => {
 }
 
 export interface CreateWebhookInput {
+  /** As `checkWebhookUrl` gave it for the scope's environment. */
   readonly url: string
   readonly events: ReadonlyArray<WebhookEventType>
   readonly description?: string | null
@@ -116,7 +107,7 @@ export interface CreateWebhookInput {
  * })
  */
 export async function createWebhook(db: Db, scope: TenantScope, input: CreateWebhookInput): Promise<Webhook> {
-  assert(/^https?:\/\//.test(input.url), "a webhook URL is http(s); check it with webhookUrlProblem first")
+  assertCheckedUrl(input.url, scope.environment)
   const result = await db.query<WebhookRow>(
     `insert into platform.webhooks (webhook_id, tenant_id, environment, url, events, secret, description,
        enabled, created_at, updated_at)
@@ -185,6 +176,7 @@ export async function listWebhooks(
 }
 
 export interface UpdateWebhookInput {
+  /** As `checkWebhookUrl` gave it for the scope's environment. */
   readonly url?: string
   readonly events?: ReadonlyArray<WebhookEventType>
   readonly enabled?: boolean
@@ -207,7 +199,7 @@ export async function updateWebhook(
   webhook_id: string,
   input: UpdateWebhookInput,
 ): Promise<Webhook | undefined> {
-  assert(input.url === undefined || /^https?:\/\//.test(input.url), "a webhook URL is http(s)")
+  if (input.url !== undefined) assertCheckedUrl(input.url, scope.environment)
   assert(input.secret === undefined || input.secret !== "", "a signing secret is not empty")
   // In SET, every column name reads the row as it was, so `previous_secret = secret` keeps the old one.
   const result = await db.query<WebhookRow>(

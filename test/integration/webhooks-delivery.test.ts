@@ -3,9 +3,11 @@
 // `verifySignature` accepts it, and a rolled-back one never; rejected and timed-out attempts are
 // retried on schedule and every attempt is logged; a rotated secret signs beside the new one; an
 // engine stopped mid-retry and started again finishes the delivery exactly once; two engines at
-// once still dispatch every event once; redelivery and test events reach only what they should.
+// once still dispatch every event once; redelivery and test events reach only what they should;
+// a production endpoint whose host is (or resolves to) a non-public address is never connected to.
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
+import * as net from "node:net"
 import { PgBoss } from "pg-boss"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import type { WebhookEventType } from "../../domain/webhooks/events.ts"
@@ -507,6 +509,76 @@ describe("redelivery and test events", () => {
       return delivery?.status === "failed" ? delivery : undefined
     })
     expect(failed.attempt_count).toBe(1)
+    expect(receiver.received).toHaveLength(1)
+  })
+})
+
+describe("production endpoints", () => {
+  /** A TCP listener that counts connections: none may arrive. */
+  const startListener = async () => {
+    let connection_count = 0
+    const server = net.createServer((socket) => {
+      connection_count += 1
+      socket.destroy()
+    })
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+    return {
+      port: (server.address() as AddressInfo).port,
+      connectionCount: () => connection_count,
+      close: () => new Promise((resolve) => server.close(resolve)),
+    }
+  }
+
+  it.each([
+    [
+      "a name that resolves to 127.0.0.1 (hosts file)",
+      "localhost",
+      /^refused: localhost resolves to 127\.0\.0\.1 \(loopback\)/,
+    ],
+    ["a loopback literal", "127.0.0.1", /^refused: 127\.0\.0\.1 is not a public address \(loopback\)$/],
+    [
+      "an IPv4-mapped loopback literal",
+      "[::ffff:7f00:1]",
+      /^refused: ::ffff:7f00:1 is not a public address \(loopback\)$/,
+    ],
+  ])("refuses to connect to %s and logs each attempt as failed", async (_name, host, refusal) => {
+    const listener = await startListener()
+    try {
+      const scope: TenantScope = { ...newTenant(), environment: "production" }
+      const webhook = await createWebhook(db.pool, scope, {
+        url: "https://example.com/hooks",
+        events: ["payment.completed"],
+      })
+      // The API refuses such a URL in production; a row stored before that check existed is what
+      // the delivery-time check is for (as is a public name whose DNS answer changed since).
+      await db.pool.query("update platform.webhooks set url = $2 where webhook_id = $1", [
+        webhook.webhook_id,
+        `https://${host}:${listener.port}/hooks`,
+      ])
+      await start({ retry_schedule: { ...fast, attempt_count_max: 2 } })
+      await enqueue(scope, "payment.completed")
+      const delivery = await settledDelivery(scope, webhook.webhook_id)
+
+      expect(delivery).toMatchObject({ status: "failed", attempt_count: 2, last_status_code: null })
+      expect(delivery.attempts).toHaveLength(2)
+      for (const attempt of delivery.attempts) {
+        expect(attempt).toMatchObject({ response_status: null, response_excerpt: null })
+        expect(attempt.error).toMatch(refusal)
+      }
+      expect(listener.connectionCount()).toBe(0)
+    } finally {
+      await listener.close()
+    }
+  })
+
+  it("leaves the sandbox free to deliver to the same loopback name", async () => {
+    const scope = newTenant()
+    const receiver = await startReceiver(() => ({ status: 200 }))
+    const url = receiver.url.replace("127.0.0.1", "localhost")
+    const webhook = await createWebhook(db.pool, scope, { url, events: ["payment.completed"] })
+    await start()
+    await enqueue(scope, "payment.completed")
+    expect(await settledDelivery(scope, webhook.webhook_id)).toMatchObject({ status: "succeeded" })
     expect(receiver.received).toHaveLength(1)
   })
 })

@@ -12,6 +12,7 @@ import {
 import type { Caller } from "../../platform/credentials.ts"
 import { inTransaction, storeResponses } from "../../platform/idempotency.ts"
 import { Platform } from "../../platform/service.ts"
+import { checkWebhookUrl } from "../../webhooks/endpoint-url.ts"
 import { simulateEvent } from "../../webhooks/simulate.ts"
 import {
   createWebhook,
@@ -23,7 +24,6 @@ import {
   toPublicWebhook,
   updateWebhook,
   type WebhookDelivery,
-  webhookUrlProblem,
 } from "../../webhooks/store.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
 import { badRequest, notFound } from "../errors.ts"
@@ -37,11 +37,12 @@ const description_length_max = 500
 
 const scopeOf = (caller: Caller) => ({ tenant_id: caller.tenant_id, environment: caller.environment })
 
+/** The URL to store (normalised), or 400 `invalid_url`. */
 const checkUrl = (caller: Caller, url: string) => {
-  const problem = webhookUrlProblem(url, caller.environment)
-  return problem === undefined
-    ? Effect.void
-    : Effect.fail(badRequest("invalid_url", `url: ${problem}.`, "url"))
+  const check = checkWebhookUrl(url, caller.environment)
+  return check.ok
+    ? Effect.succeed(check.url)
+    : Effect.fail(badRequest("invalid_url", `url: ${check.problem}.`, "url"))
 }
 
 const checkEvents = (events: ReadonlyArray<string>) => {
@@ -108,7 +109,7 @@ const create = (payload: {
   Effect.gen(function* () {
     const caller = yield* CurrentCaller
     const { pool } = yield* Platform
-    yield* checkUrl(caller, payload.url)
+    const url = yield* checkUrl(caller, payload.url)
     const events = yield* checkEvents(payload.events)
     yield* checkSecret(payload.secret)
     yield* checkDescription(payload.description)
@@ -116,7 +117,7 @@ const create = (payload: {
       db(() =>
         inTransaction(pool, async (client) => {
           const webhook = await createWebhook(client, scopeOf(caller), {
-            url: payload.url,
+            url,
             events,
             secret: payload.secret,
             description: payload.description ?? null,
@@ -142,13 +143,16 @@ const update = (
   Effect.gen(function* () {
     const caller = yield* CurrentCaller
     const { pool } = yield* Platform
-    if (payload.url !== undefined) yield* checkUrl(caller, payload.url)
+    // Another tenant's endpoint is not found whatever the body says: ownership is settled first.
+    const owned = yield* db(() => getWebhook(pool, scopeOf(caller), webhook_id))
+    if (owned === undefined) return yield* notFound("webhook", webhook_id, "webhook_id")
+    const url = payload.url === undefined ? undefined : yield* checkUrl(caller, payload.url)
     const events = payload.events === undefined ? undefined : yield* checkEvents(payload.events)
     if (payload.secret !== undefined) yield* checkSecret(payload.secret)
     yield* checkDescription(payload.description)
     const updated = yield* db(() =>
       updateWebhook(pool, scopeOf(caller), webhook_id, {
-        ...(payload.url === undefined ? {} : { url: payload.url }),
+        ...(url === undefined ? {} : { url }),
         ...(events === undefined ? {} : { events }),
         ...(payload.secret === undefined ? {} : { secret: payload.secret }),
         ...(payload.description === undefined ? {} : { description: payload.description }),
