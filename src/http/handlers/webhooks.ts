@@ -28,7 +28,7 @@ import {
 import { CurrentCaller, PlatformApi } from "../api.ts"
 import { badRequest, notFound } from "../errors.ts"
 import { idempotent, storeAfterwards, storedResponse } from "../idempotency.ts"
-import { db, parseLimit, requireSandbox, respond } from "./common.ts"
+import { db, listCursor, parseLimit, requireSandbox, respond } from "./common.ts"
 import { faucetResponse } from "./wallets.ts"
 
 const secret_length_min = 16
@@ -196,10 +196,11 @@ export const WebhooksHandlers = HttpApiBuilder.group(PlatformApi, "webhooks", (h
             const caller = yield* CurrentCaller
             const { pool } = yield* Platform
             const limit = yield* parseLimit(query.limit)
+            const starting_after = yield* listCursor(pool, "webhooks", caller, query.starting_after)
             const page = yield* db(() =>
               listWebhooks(pool, scopeOf(caller), {
                 limit,
-                ...(query.starting_after === undefined ? {} : { starting_after: query.starting_after }),
+                ...(starting_after === undefined ? {} : { starting_after }),
               }),
             )
             return { ...page, data: page.data.map((webhook) => toPublicWebhook(webhook)) }
@@ -235,10 +236,13 @@ export const WebhooksHandlers = HttpApiBuilder.group(PlatformApi, "webhooks", (h
             const caller = yield* CurrentCaller
             const { pool } = yield* Platform
             const limit = yield* parseLimit(query.limit)
+            const owned = yield* db(() => getWebhook(pool, scopeOf(caller), params.webhook_id))
+            if (owned === undefined) return yield* notFound("webhook", params.webhook_id, "webhook_id")
+            const starting_after = yield* listCursor(pool, "webhook_deliveries", caller, query.starting_after)
             const page = yield* db(() =>
               listDeliveries(pool, scopeOf(caller), params.webhook_id, {
                 limit,
-                ...(query.starting_after === undefined ? {} : { starting_after: query.starting_after }),
+                ...(starting_after === undefined ? {} : { starting_after }),
               }),
             )
             if (page === undefined) return yield* notFound("webhook", params.webhook_id, "webhook_id")
