@@ -28,10 +28,12 @@ import { type Custody, makeCustody, resolveKek } from "./custody/vault.ts"
 import { openDatabase } from "./db/open.ts"
 import { depositHook } from "./deposits/hook.ts"
 import { type DepositToken, startDepositWatcher, type WatchedChain } from "./deposits/watcher.ts"
+import { StoredResponseSealer } from "./http/idempotency.ts"
 import { HttpServerLive } from "./http/server.ts"
 import { ExpirySweeperLive } from "./ledger/expiry.ts"
 import { LedgerWriter, makeLedgerWriter } from "./ledger/writer.ts"
 import { makeKeyAuthenticator } from "./platform/credentials.ts"
+import { makeResponseSealer } from "./platform/idempotency.ts"
 import type { EnqueueEvents } from "./platform/outbox.ts"
 import { makePartyResolver } from "./platform/parties.ts"
 import { ledgerHook } from "./platform/payments.ts"
@@ -182,8 +184,11 @@ const LedgerLive = Layer.effectContext(
 /** The custody vault: wallet addresses for the API, signing keys for the transfer worker only. */
 const CustodyVault = Context.Service<Custody>("platform/CustodyVault")
 
-const CustodyVaultLive = Layer.effect(
-  CustodyVault,
+/**
+ * What the KEK keys, from one reading of it: the custody vault, and the sealer of stored responses
+ * that carry an API key (under its own key derived from the KEK).
+ */
+const CustodyVaultLive = Layer.effectContext(
   Effect.gen(function* () {
     const { pool } = yield* Database
     const { kek, source } = yield* Effect.promise(() =>
@@ -191,7 +196,9 @@ const CustodyVaultLive = Layer.effect(
     )
     if (source === "file")
       yield* Effect.logWarning("CUSTODY_KEK is unset: using a key file in DATA_DIR (development only)")
-    return makeCustody(pool, kek)
+    return Context.make(CustodyVault, makeCustody(pool, kek)).pipe(
+      Context.add(StoredResponseSealer, makeResponseSealer(kek)),
+    )
   }),
 )
 

@@ -5,7 +5,7 @@
  * the Authentication middleware enforces it. Errors are `ApiError` (src/http/errors.ts), rendered as
  * `{"error":{...}}`; the OpenAPI document lists them for every operation.
  */
-import { Context, Schema } from "effect"
+import { Context, Schema, SchemaTransformation } from "effect"
 import {
   HttpApi,
   HttpApiEndpoint,
@@ -59,7 +59,7 @@ const scoped = <E extends Annotatable<E>>(endpoint: E, scope: ApiScope): E =>
 // --- Shared shapes ----------------------------------------------------------------------------
 
 const Timestamp = Schema.String
-const Amount = Schema.Union([Schema.Number, Text]).annotate({
+const Amount = Schema.Union([Schema.Finite, Text]).annotate({
   description: 'A decimal string ("12.50") or a JSON number; at most the token\'s decimals.',
 })
 const Page = <S extends Schema.Top>(item: S) =>
@@ -148,7 +148,7 @@ export const Tenant = Schema.Struct({
   environment: Schema.Literals(["sandbox", "production"]),
   verification: Schema.Struct({
     status: Schema.Literals(["unverified", "verified", "rejected"]),
-    kyc_level: Schema.Number,
+    kyc_level: Schema.Finite,
     reason: Schema.NullOr(Schema.String),
     decided_at: Schema.NullOr(Timestamp),
   }),
@@ -175,15 +175,15 @@ export const WebhookDelivery = Schema.Struct({
   event_type: Schema.String,
   webhook_id: Schema.String,
   status: Schema.Literals(["pending", "succeeded", "failed"]),
-  attempt_count: Schema.Number,
+  attempt_count: Schema.Finite,
   next_attempt_at: Schema.NullOr(Timestamp),
   created_at: Timestamp,
   attempts: Schema.Array(
     Schema.Struct({
-      attempt: Schema.Number,
+      attempt: Schema.Finite,
       started_at: Timestamp,
-      latency_ms: Schema.Number,
-      response_status: Schema.NullOr(Schema.Number),
+      latency_ms: Schema.Finite,
+      response_status: Schema.NullOr(Schema.Finite),
       response_excerpt: Schema.NullOr(Schema.String),
       error: Schema.NullOr(Schema.String),
     }),
@@ -194,17 +194,17 @@ export const ChainInfo = Schema.Struct({
   chain: Schema.String,
   name: Schema.String,
   family: Schema.Literals(["evm", "solana", "tron", "ton"]),
-  chain_id: Schema.NullOr(Schema.Number),
-  native_token: Schema.Struct({ symbol: Schema.String, decimals: Schema.Number }),
+  chain_id: Schema.NullOr(Schema.Finite),
+  native_token: Schema.Struct({ symbol: Schema.String, decimals: Schema.Finite }),
   confirmations: Schema.Struct({
-    count: Schema.Number,
+    count: Schema.Finite,
     unit: Schema.Literals(["blocks", "slots", "masterchain_blocks"]),
     reason: Schema.String,
   }),
   tokens: Schema.Array(
     Schema.Struct({
       token: Schema.String,
-      decimals: Schema.Number,
+      decimals: Schema.Finite,
       contract_address: Schema.NullOr(Schema.String),
     }),
   ),
@@ -264,25 +264,52 @@ export class TenantApi extends HttpApiGroup.make("tenant")
   )
   .middleware(Authentication) {}
 
+/**
+ * The payload of an endpoint whose body fields are all optional, so the body itself may be left out:
+ * no body (or JSON `null`) decodes as `empty`, exactly like `{}`. HttpApi decodes an empty body as
+ * `null` when one of the payload's schemas encodes to `null`, hence the second schema. The OpenAPI
+ * document shows an object or null; `optionalBody` marks the body not required.
+ */
+const omittableBody = <Fields extends Schema.Struct.Fields>(
+  body: Schema.Struct<Fields>,
+  empty: Schema.Struct<Fields>["Type"],
+) =>
+  [
+    body,
+    Schema.Null.pipe(
+      Schema.decodeTo(
+        Schema.toType(body),
+        SchemaTransformation.transform({ decode: () => empty, encode: () => null }),
+      ),
+    ),
+  ] as const
+
+/** HttpApi documents every request body as required; an `omittableBody` is not. */
+const optionalBody = (operation: Record<string, unknown>): Record<string, unknown> => ({
+  ...operation,
+  requestBody: { ...(operation.requestBody as Record<string, unknown>), required: false },
+})
+
 export class KeysApi extends HttpApiGroup.make("apiKeys")
   .add(
     scoped(
       HttpApiEndpoint.post("create", "/api/v1/api-keys", {
-        payload: Schema.Struct({
-          environment: Schema.optional(Text),
-          scopes: Schema.optional(Schema.Array(Text)),
-          name: Schema.optional(Text),
-        }),
+        payload: omittableBody(
+          Schema.Struct({
+            environment: Schema.optional(Text),
+            scopes: Schema.optional(Schema.Array(Text)),
+            name: Schema.optional(Text),
+          }),
+          {},
+        ),
         success: NewApiKey.annotate({ httpApiStatus: 201 }),
-      }),
+      }).annotate(OpenApi.Transform, optionalBody),
       "keys:manage",
     ),
   )
   .add(
     scoped(
-      HttpApiEndpoint.get("list", "/api/v1/api-keys", {
-        success: Schema.Struct({ data: Schema.Array(ApiKey) }),
-      }),
+      HttpApiEndpoint.get("list", "/api/v1/api-keys", { query: ListQuery, success: Page(ApiKey) }),
       "keys:manage",
     ),
   )
@@ -290,9 +317,9 @@ export class KeysApi extends HttpApiGroup.make("apiKeys")
     scoped(
       HttpApiEndpoint.post("rotate", "/api/v1/api-keys/:key_id/rotate", {
         params: { key_id: Text },
-        payload: Schema.Struct({ grace_period_seconds: Schema.optional(Schema.Number) }),
+        payload: omittableBody(Schema.Struct({ grace_period_seconds: Schema.optional(Schema.Finite) }), {}),
         success: Schema.Struct({ new_key: NewApiKey, old_key: ApiKey }),
-      }),
+      }).annotate(OpenApi.Transform, optionalBody),
       "keys:manage",
     ),
   )
@@ -577,8 +604,8 @@ export const ChainTransfer = Schema.Struct({
       tx_hash: Schema.String,
       block_number: Schema.String,
       block_hash: Schema.String,
-      log_index: Schema.NullOr(Schema.Number),
-      confirmations: Schema.Number,
+      log_index: Schema.NullOr(Schema.Finite),
+      confirmations: Schema.Finite,
     }),
   ),
   failure: Schema.NullOr(Schema.Struct({ code: Schema.String, message: Schema.NullOr(Schema.String) })),
@@ -600,8 +627,8 @@ export const TransactionVerification = Schema.Struct({
     Schema.Struct({
       block_number: Schema.String,
       block_hash: Schema.String,
-      log_index: Schema.NullOr(Schema.Number),
-      confirmations: Schema.Number,
+      log_index: Schema.NullOr(Schema.Finite),
+      confirmations: Schema.Finite,
     }),
   ),
   checks: Schema.Struct({
@@ -660,10 +687,10 @@ export const Deposit = Schema.Struct({
   from_address: Schema.String,
   to_address: Schema.String,
   tx_hash: Schema.String,
-  log_index: Schema.Number,
+  log_index: Schema.Finite,
   block_number: Schema.String,
   block_hash: Schema.String,
-  confirmations: Schema.NullOr(Schema.Number),
+  confirmations: Schema.NullOr(Schema.Finite),
   seen_at: Timestamp,
   credited_at: Schema.NullOr(Timestamp),
 }).annotate({ identifier: "Deposit" })

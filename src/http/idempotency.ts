@@ -3,14 +3,18 @@
  * `Idempotent-Replayed: true`); the same key with a different body is a 409. Concurrent duplicates
  * in this process wait for the first and share its outcome; across processes the stored response
  * (written in the effect's own transaction) and the ledger's idempotency keys keep the effect
- * single. Keys are scoped to the tenant and environment.
+ * single. Keys are scoped to the tenant and environment. A handler whose response carries a secret
+ * passes a sealer: its response is stored encrypted and decrypted on replay, and its request is
+ * fingerprinted with a keyed hash.
  */
 import { hash } from "node:crypto"
-import { Deferred, Effect, type Exit } from "effect"
+import { Context, Deferred, Effect, type Exit } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import {
   findStoredResponse,
   inTransaction,
+  isSealedBody,
+  type ResponseSealer,
   type StoredResponse,
   storeResponses,
 } from "../platform/idempotency.ts"
@@ -29,19 +33,29 @@ const stableJson = (value: unknown): string => {
 
 const keyPattern = /^[\x21-\x7e]{1,255}$/
 
+/** Seals the stored responses that carry a secret (built from the KEK in the composition root). */
+export class StoredResponseSealer extends Context.Service<StoredResponseSealer, ResponseSealer>()(
+  "platform/http/StoredResponseSealer",
+) {}
+
 /** What a handler needs to store its response with its effect. */
 export interface IdempotencyTicket {
   readonly tenant_id: string
   readonly environment: string
   readonly idempotency_key: string
   readonly fingerprint: string
+  /** Present when the response carries a secret: the body is then stored sealed. */
+  readonly sealer?: ResponseSealer | undefined
 }
 
-/** The row to store for `ticket` answering `status` with `body`. */
+/** The row to store for `ticket` answering `status` with `body` (sealed when the ticket says so). */
 export const storedResponse = (ticket: IdempotencyTicket, status: number, body: unknown): StoredResponse => ({
-  ...ticket,
+  tenant_id: ticket.tenant_id,
+  environment: ticket.environment,
+  idempotency_key: ticket.idempotency_key,
+  fingerprint: ticket.fingerprint,
   response_status: status,
-  response_body: body,
+  response_body: ticket.sealer === undefined ? body : ticket.sealer.seal(ticket, body),
 })
 
 const reused = new ApiError({
@@ -58,16 +72,49 @@ type InFlight = {
 }
 const inFlight = new Map<string, InFlight>()
 
-/** The stored response again; the request middleware adds each request's own X-Request-Id. */
-const replay = (stored: StoredResponse) =>
-  HttpServerResponse.jsonUnsafe(stored.response_body, {
-    status: stored.response_status,
-    headers: { "idempotent-replayed": "true" },
+const unreadable = new ApiError({
+  status: 500,
+  code: "stored_response_unreadable",
+  message:
+    "This Idempotency-Key's request took effect, but its stored response cannot be decrypted with the platform's current key; it is not replayed. The request id identifies it in our logs.",
+  param: "Idempotency-Key",
+})
+
+/** The body to answer again: a sealed body opened, or a 500 when the configured key cannot open it. */
+const storedBody = (stored: StoredResponse, sealer: ResponseSealer | undefined) =>
+  Effect.gen(function* () {
+    const body = stored.response_body
+    if (!isSealedBody(body)) return body
+    const opened = Effect.try({
+      try: () => {
+        if (sealer === undefined) throw new Error("the operation that found it does not seal responses")
+        return sealer.open(stored, body)
+      },
+      catch: (error) => error,
+    })
+    return yield* opened.pipe(
+      Effect.tapError((error) =>
+        Effect.logError("stored response unreadable", String(error)).pipe(
+          Effect.annotateLogs({ tenant_id: stored.tenant_id, environment: stored.environment }),
+        ),
+      ),
+      Effect.mapError(() => unreadable),
+    )
   })
+
+/** The stored response again; the request middleware adds each request's own X-Request-Id. */
+const replay = (stored: StoredResponse, sealer: ResponseSealer | undefined) =>
+  Effect.map(storedBody(stored, sealer), (body) =>
+    HttpServerResponse.jsonUnsafe(body, {
+      status: stored.response_status,
+      headers: { "idempotent-replayed": "true" },
+    }),
+  )
 
 /**
  * Runs `run` at most once per idempotency key of the scope. `run` receives the ticket to store its
- * response with (undefined without a key).
+ * response with (undefined without a key). With `sealer`, the stored response is encrypted and the
+ * request fingerprinted with a keyed hash (for responses that carry a secret).
  * @example idempotent({ tenant_id, environment }, "wallets.create", payload, (ticket) => createWallet(..., ticket))
  */
 export const idempotent = <A, R>(
@@ -75,6 +122,7 @@ export const idempotent = <A, R>(
   operation: string,
   payload: unknown,
   run: (ticket: IdempotencyTicket | undefined) => Effect.Effect<A, ApiError, R>,
+  sealer?: ResponseSealer,
 ): Effect.Effect<
   A | HttpServerResponse.HttpServerResponse,
   ApiError,
@@ -92,8 +140,16 @@ export const idempotent = <A, R>(
         param: "Idempotency-Key",
       })
     }
-    const fingerprint = hash("sha256", `${operation}\n${stableJson(payload)}`, "hex")
-    const ticket: IdempotencyTicket = { ...scope, idempotency_key: key, fingerprint }
+    const request_text = `${operation}\n${stableJson(payload)}`
+    const fingerprint =
+      sealer === undefined ? hash("sha256", request_text, "hex") : sealer.fingerprint(request_text)
+    const ticket: IdempotencyTicket = {
+      tenant_id: scope.tenant_id,
+      environment: scope.environment,
+      idempotency_key: key,
+      fingerprint,
+      sealer,
+    }
     const slot = `${scope.tenant_id}|${scope.environment}|${key}`
     const { pool } = yield* Platform
     // Look up and claim the slot in one synchronous step, before the first wait (the stored-response
@@ -111,8 +167,13 @@ export const idempotent = <A, R>(
         findStoredResponse(pool, scope.tenant_id, scope.environment, key),
       )
       if (stored === undefined) return yield* run(ticket)
-      if (stored.fingerprint !== fingerprint) return yield* reused
-      return replay(stored)
+      if (stored.fingerprint !== fingerprint) {
+        // Under another KEK every keyed fingerprint differs: a sealed record this key cannot open is
+        // answered as unreadable, not as a different request.
+        if (isSealedBody(stored.response_body)) yield* storedBody(stored, sealer)
+        return yield* reused
+      }
+      return yield* replay(stored, sealer)
     })
     return yield* first.pipe(
       Effect.onExit((exit) =>

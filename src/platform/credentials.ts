@@ -2,12 +2,14 @@
  * Tenants and their API keys. A key is shown once, at creation; the platform keeps only its
  * SHA-256 (a key is 256 random bits, so a fast hash is as safe as a slow one and costs microseconds
  * per request). Keys are prefixed by environment (`sk_sandbox_`, `sk_live_`) and carry scopes.
- * Rotating a key issues a new one and lets the old one work for a grace period; revoking is
- * immediate in this process and within `key_cache_ttl_ms` in any other.
+ * Rotating an active key issues a new one and lets the old one work for a grace period, once: a key
+ * already rotating, expired or revoked is not rotated again. Revoking is immediate in this process
+ * and within `key_cache_ttl_ms` in any other.
  */
 import { hash, randomBytes } from "node:crypto"
 import type pg from "pg"
 import type { ApiScope, Environment, Plan } from "../../domain/platform/scopes.ts"
+import { type Page, toPage } from "../db/page.ts"
 import { idPrefixes, newId } from "./ids.ts"
 
 /** How long a looked-up key is trusted without asking the database again. */
@@ -111,13 +113,39 @@ export const insertKey = async (
 
 const keyColumns = "key_id, environment, prefix, scopes, name, created_at, expires_at, revoked_at"
 
-export const listKeys = async (pool: pg.Pool, tenant_id: string, environment: Environment) =>
-  (
-    await pool.query<KeyRow>(
-      `select ${keyColumns} from platform.api_keys where tenant_id = $1 and environment = $2 order by key_id desc`,
-      [tenant_id, environment],
-    )
-  ).rows.map((row) => toKeyView(row))
+/**
+ * The tenant's keys of both environments, newest first, paged by key id (`starting_after` = the
+ * last id of the previous page, as in every list); undefined when `starting_after` names none of
+ * the tenant's keys. The cursor is checked against both environments, since a page may end on a
+ * key of either.
+ * @example const first = await listKeys(pool, tenant_id, { limit: 20 })
+ */
+export const listKeys = async (
+  pool: pg.Pool,
+  tenant_id: string,
+  filter: { readonly starting_after?: string | undefined; readonly limit: number },
+): Promise<Page<ApiKeyView> | undefined> => {
+  if (filter.starting_after !== undefined) {
+    const cursor = await pool.query("select 1 from platform.api_keys where tenant_id = $1 and key_id = $2", [
+      tenant_id,
+      filter.starting_after,
+    ])
+    if (cursor.rows.length === 0) return undefined
+  }
+  const found = await pool.query<KeyRow>(
+    `select ${keyColumns} from platform.api_keys
+      where tenant_id = $1 and ($2::text is null or key_id < $2)
+      order by key_id desc limit $3`,
+    [tenant_id, filter.starting_after ?? null, filter.limit + 1],
+  )
+  const now_ms = Date.now()
+  return toPage(
+    found.rows,
+    filter.limit,
+    (row) => toKeyView(row, now_ms),
+    (key) => key.key_id,
+  )
+}
 
 export const getKey = async (
   db: pg.Pool | pg.PoolClient,
@@ -131,6 +159,55 @@ export const getKey = async (
       [tenant_id, environment, key_id],
     )
   ).rows[0]
+
+export type RotationOutcome =
+  | {
+      readonly kind: "rotated"
+      readonly new_key: ApiKeyView & { readonly api_key: string }
+      readonly old_key: ApiKeyView
+    }
+  /** The key is no longer active (`key.status` says why); `successor_key_id` is its rotation's key. */
+  | { readonly kind: "not_active"; readonly key: ApiKeyView; readonly successor_key_id: string | null }
+  | { readonly kind: "not_found" }
+
+/**
+ * Rotates an active key of the tenant in the caller's transaction: a new key with its environment,
+ * scopes and name, and the old one expiring after `grace_ms`. A key that already has an expiry (it is
+ * rotating, or expired) or is revoked is left as it is: an expiry is set once and never moved.
+ * @example const outcome = await inTransaction(pool, (client) => rotateKey(client, tenant_id, key_id, 86_400_000))
+ */
+export const rotateKey = async (
+  client: pg.PoolClient,
+  tenant_id: string,
+  key_id: string,
+  grace_ms: number,
+): Promise<RotationOutcome> => {
+  // The row lock serialises rotations of one key: the second sees the first's expiry.
+  const found = await client.query<KeyRow & { rotated_to: string | null; now: Date }>(
+    `select ${keyColumns}, rotated_to, now() as now from platform.api_keys
+      where tenant_id = $1 and key_id = $2 for update`,
+    [tenant_id, key_id],
+  )
+  const row = found.rows[0]
+  if (row === undefined) return { kind: "not_found" }
+  const key = toKeyView(row, row.now.getTime())
+  if (key.status !== "active") return { kind: "not_active", key, successor_key_id: row.rotated_to }
+  const new_key = await insertKey(client, {
+    tenant_id,
+    environment: row.environment,
+    scopes: row.scopes,
+    name: row.name,
+  })
+  const updated = await client.query<KeyRow>(
+    `update platform.api_keys set expires_at = now() + make_interval(secs => $3), rotated_to = $4
+      where tenant_id = $1 and key_id = $2 and expires_at is null and revoked_at is null
+      returning ${keyColumns}`,
+    [tenant_id, key_id, grace_ms / 1000, new_key.key_id],
+  )
+  const old = updated.rows[0]
+  if (old === undefined) throw new Error(`key ${key_id} changed under its row lock`)
+  return { kind: "rotated", new_key, old_key: toKeyView(old) }
+}
 
 interface AuthRow {
   key_id: string

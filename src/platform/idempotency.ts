@@ -3,7 +3,13 @@
  * of the request, so "a stored response exists" means "the request took effect"; a request refused
  * before it changed anything (bad input, not found) stores nothing and may be retried with the
  * same key once corrected.
+ *
+ * A response that carries a secret (a new API key) is stored sealed: AES-256-GCM under a key derived
+ * from the platform's KEK, bound to its record's identity, so the table never holds the secret and a
+ * retry still gets it back. The request of such a response is fingerprinted with a keyed hash (its
+ * body may hold a password, which a plain SHA-256 would expose to guessing at hash speed).
  */
+import { createCipheriv, createDecipheriv, createHmac, hash, hkdfSync, randomBytes } from "node:crypto"
 import type pg from "pg"
 
 export interface StoredResponse {
@@ -15,15 +21,18 @@ export interface StoredResponse {
   readonly response_body: unknown
 }
 
-/** Stores responses in the caller's transaction; a key stored already keeps its first response. */
+/**
+ * Stores responses in the caller's transaction; a key stored already keeps its first response.
+ * `json` throughout, not `jsonb`: the stored text is the response as sent, its keys in their order.
+ */
 export const storeResponses = async (client: pg.PoolClient, rows: ReadonlyArray<StoredResponse>) => {
   if (rows.length === 0) return
   await client.query(
     `insert into platform.idempotency_keys
        (tenant_id, environment, idempotency_key, fingerprint, response_status, response_body)
      select tenant_id, environment, idempotency_key, fingerprint, response_status, response_body
-       from jsonb_to_recordset($1::jsonb) as r(tenant_id text, environment text, idempotency_key text,
-            fingerprint text, response_status integer, response_body jsonb)
+       from json_to_recordset($1::json) as r(tenant_id text, environment text, idempotency_key text,
+            fingerprint text, response_status integer, response_body json)
      on conflict do nothing`,
     [JSON.stringify(rows)],
   )
@@ -42,5 +51,117 @@ export const findStoredResponse = async (
       [tenant_id, environment, idempotency_key],
     )
   ).rows[0]
+
+/** Where a stored response belongs: what a sealed body is bound to. */
+export interface ResponseIdentity {
+  readonly tenant_id: string
+  readonly environment: string
+  readonly idempotency_key: string
+}
+
+const sealed_format = "aes-256-gcm/v1"
+const sealing_key_info = "idempotency-responses v1"
+const fingerprint_key_info = "idempotency-fingerprints v1"
+const derived_key_length_bytes = 32
+const iv_length_bytes = 12
+const auth_tag_length_bytes = 16
+
+/**
+ * A sealed response body as `response_body` holds it. `data` is the ciphertext followed by its
+ * authentication tag; binary fields are standard base64, whose alphabet has no `_`, so no key
+ * prefix (`sk_`) can appear in a sealed record by chance.
+ */
+export interface SealedBody {
+  readonly sealed: typeof sealed_format
+  /** Names the sealing key (a digest, not the key) so that a mismatch can be reported. */
+  readonly key_id: string
+  readonly iv: string
+  readonly data: string
+}
+
+export const isSealedBody = (body: unknown): body is SealedBody =>
+  typeof body === "object" &&
+  body !== null &&
+  "sealed" in body &&
+  body.sealed === sealed_format &&
+  "key_id" in body &&
+  typeof body.key_id === "string" &&
+  "iv" in body &&
+  typeof body.iv === "string" &&
+  "data" in body &&
+  typeof body.data === "string"
+
+/** A sealed body that the configured key does not open; its message names key ids, never a key. */
+export class SealedBodyUnreadable extends Error {}
+
+export interface ResponseSealer {
+  readonly seal: (identity: ResponseIdentity, body: unknown) => SealedBody
+  /** The body `seal` was given; throws `SealedBodyUnreadable` for another key, record or a change. */
+  readonly open: (identity: ResponseIdentity, sealed: SealedBody) => unknown
+  /** HMAC-SHA256 of a request's canonical text, in hex: its stored fingerprint. */
+  readonly fingerprint: (request: string) => string
+}
+
+/** Binds a ciphertext to its table, format version and record. */
+const associatedData = (identity: ResponseIdentity): Buffer =>
+  Buffer.from(
+    `platform.idempotency_keys/${sealed_format}\n${JSON.stringify([identity.tenant_id, identity.environment, identity.idempotency_key])}`,
+    "utf8",
+  )
+
+const derivedKey = (kek: Uint8Array, info: string): Buffer =>
+  Buffer.from(hkdfSync("sha256", kek, Buffer.alloc(0), info, derived_key_length_bytes))
+
+/**
+ * Seals and opens stored responses with a key derived from the platform's KEK (HKDF-SHA256, info
+ * "idempotency-responses v1"), and fingerprints their requests with another ("idempotency-
+ * fingerprints v1"): never the KEK itself, so a stored response and a custody seed are encrypted
+ * under different keys.
+ * @example const sealer = makeResponseSealer(kek); sealer.open(identity, sealer.seal(identity, body))
+ */
+export const makeResponseSealer = (kek: Uint8Array): ResponseSealer => {
+  const key = derivedKey(kek, sealing_key_info)
+  const fingerprint_key = derivedKey(kek, fingerprint_key_info)
+  const key_id = `sha256:${hash("sha256", Buffer.concat([Buffer.from("idempotency sealing key id/v1\n"), key]), "hex").slice(0, 16)}`
+  return {
+    seal: (identity, body) => {
+      const iv = randomBytes(iv_length_bytes)
+      const cipher = createCipheriv("aes-256-gcm", key, iv, { authTagLength: auth_tag_length_bytes })
+      cipher.setAAD(associatedData(identity))
+      const ciphertext = Buffer.concat([cipher.update(JSON.stringify(body), "utf8"), cipher.final()])
+      return {
+        sealed: sealed_format,
+        key_id,
+        iv: iv.toString("base64"),
+        data: Buffer.concat([ciphertext, cipher.getAuthTag()]).toString("base64"),
+      }
+    },
+    open: (identity, sealed) => {
+      const iv = Buffer.from(sealed.iv, "base64")
+      const data = Buffer.from(sealed.data, "base64")
+      if (iv.length !== iv_length_bytes || data.length < auth_tag_length_bytes) {
+        throw new SealedBodyUnreadable("the sealed response is truncated")
+      }
+      const decipher = createDecipheriv("aes-256-gcm", key, iv, { authTagLength: auth_tag_length_bytes })
+      decipher.setAAD(associatedData(identity))
+      decipher.setAuthTag(data.subarray(data.length - auth_tag_length_bytes))
+      let text: string
+      try {
+        text = Buffer.concat([
+          decipher.update(data.subarray(0, data.length - auth_tag_length_bytes)),
+          decipher.final(),
+        ]).toString("utf8")
+      } catch {
+        throw new SealedBodyUnreadable(
+          sealed.key_id === key_id
+            ? "the key matches the record's key_id, so the record was altered or moved to another Idempotency-Key"
+            : `the record was sealed under ${sealed.key_id}, the configured key is ${key_id} (was CUSTODY_KEK changed?)`,
+        )
+      }
+      return JSON.parse(text)
+    },
+    fingerprint: (request) => createHmac("sha256", fingerprint_key).update(request, "utf8").digest("hex"),
+  }
+}
 
 export { inTransaction } from "../db/transaction.ts"

@@ -128,4 +128,18 @@ create table platform.idempotency_keys (
 );
 `,
   },
+  {
+    version: 301,
+    name: "idempotency: stored responses kept as sent; no plaintext API keys",
+    // json, not jsonb: a replay answers the very text first sent, keys in their order. Responses
+    // that carried a new API key are stored sealed since this version; the ones stored before, in
+    // plain text, are deleted (a retry of such a request with its Idempotency-Key then creates a
+    // new key, and the old one can be listed and revoked).
+    sql: `
+delete from platform.idempotency_keys
+ where response_body->>'api_key' ~ '^sk_(sandbox|live)_'
+    or response_body->'new_key'->>'api_key' ~ '^sk_(sandbox|live)_';
+alter table platform.idempotency_keys alter column response_body type json using response_body::json;
+`,
+  },
 ]

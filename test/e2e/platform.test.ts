@@ -78,6 +78,8 @@ describe("npm start", () => {
       paths: object
     }
     expect(Object.keys(openapi.paths)).toContain("/health")
+    // Numbers are finite: no schema offers "Infinity" or "NaN" as a string stand-in.
+    expect(JSON.stringify(openapi)).not.toMatch(/"(-?Infinity|NaN)"/)
 
     // Write to the ledger through the running platform's database.
     const postmasterPid = Number(

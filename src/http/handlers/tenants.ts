@@ -19,6 +19,8 @@ import {
   getKey,
   insertKey,
   listKeys,
+  type RotationOutcome,
+  rotateKey as rotateStoredKey,
   rotation_grace_ms_default,
   rotation_grace_ms_max,
   toKeyView,
@@ -29,8 +31,8 @@ import { hashPassword } from "../../platform/passwords.ts"
 import { Platform } from "../../platform/service.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
 import { ApiError, badRequest, conflict, forbidden, notFound } from "../errors.ts"
-import { idempotent, storeAfterwards, storedResponse } from "../idempotency.ts"
-import { db, dbUnique, respond, text } from "./common.ts"
+import { idempotent, StoredResponseSealer, storeAfterwards, storedResponse } from "../idempotency.ts"
+import { db, dbUnique, parseLimit, respond, text } from "./common.ts"
 
 const password_length_min = 10
 const password_length_max = 256
@@ -100,32 +102,39 @@ const register = (payload: { email: string; password: string; company_name: stri
       return yield* badRequest("invalid_plan", `plan must be one of ${plans.join(", ")}.`, "plan")
     }
     const password_hash = yield* Effect.promise(() => hashPassword(payload.password))
-    return yield* idempotent({ tenant_id: "", environment: "public" }, "tenant.register", payload, (ticket) =>
-      dbUnique(
-        () =>
-          inTransaction(platform.pool, async (client) => {
-            const tenant_id = newId(idPrefixes.tenant)
-            await client.query(
-              `insert into platform.tenants (tenant_id, email, password_hash, company_name, plan, custody_index, created_at)
+    // The answer carries the tenant's first API key: stored sealed, like every response with a key.
+    const sealer = yield* StoredResponseSealer
+    return yield* idempotent(
+      { tenant_id: "", environment: "public" },
+      "tenant.register",
+      payload,
+      (ticket) =>
+        dbUnique(
+          () =>
+            inTransaction(platform.pool, async (client) => {
+              const tenant_id = newId(idPrefixes.tenant)
+              await client.query(
+                `insert into platform.tenants (tenant_id, email, password_hash, company_name, plan, custody_index, created_at)
                values ($1, $2, $3, $4, $5, nextval('platform.tenant_custody_index'), now())`,
-              [tenant_id, email.success, password_hash, company_name, plan],
-            )
-            await client.query(
-              "insert into platform.tenant_environments (tenant_id, environment) values ($1, 'sandbox')",
-              [tenant_id],
-            )
-            const key = await insertKey(client, {
-              tenant_id,
-              environment: "sandbox",
-              scopes: apiScopes,
-              name: "default",
-            })
-            const body = { tenant_id, api_key: key.api_key, environment: "sandbox" as const }
-            if (ticket !== undefined) await storeResponses(client, [storedResponse(ticket, 201, body)])
-            return body
-          }),
-        () => conflict("email_taken", "A tenant with this e-mail address is already registered.", "email"),
-      ),
+                [tenant_id, email.success, password_hash, company_name, plan],
+              )
+              await client.query(
+                "insert into platform.tenant_environments (tenant_id, environment) values ($1, 'sandbox')",
+                [tenant_id],
+              )
+              const key = await insertKey(client, {
+                tenant_id,
+                environment: "sandbox",
+                scopes: apiScopes,
+                name: "default",
+              })
+              const body = { tenant_id, api_key: key.api_key, environment: "sandbox" as const }
+              if (ticket !== undefined) await storeResponses(client, [storedResponse(ticket, 201, body)])
+              return body
+            }),
+          () => conflict("email_taken", "A tenant with this e-mail address is already registered.", "email"),
+        ),
+      sealer,
     )
   })
 
@@ -268,25 +277,63 @@ const createKey = (payload: {
         )
       }
     }
-    return yield* idempotent(caller, "keys.create", payload, (ticket) =>
-      db(() =>
-        inTransaction(pool, async (client) => {
-          await client.query(
-            "insert into platform.tenant_environments (tenant_id, environment) values ($1, $2) on conflict do nothing",
-            [caller.tenant_id, environment],
-          )
-          const key = await insertKey(client, {
-            tenant_id: caller.tenant_id,
-            environment: environment as Environment,
-            scopes,
-            name,
-          })
-          if (ticket !== undefined) await storeResponses(client, [storedResponse(ticket, 201, key)])
-          return key
-        }),
-      ),
+    const sealer = yield* StoredResponseSealer
+    return yield* idempotent(
+      caller,
+      "keys.create",
+      payload,
+      (ticket) =>
+        db(() =>
+          inTransaction(pool, async (client) => {
+            await client.query(
+              "insert into platform.tenant_environments (tenant_id, environment) values ($1, $2) on conflict do nothing",
+              [caller.tenant_id, environment],
+            )
+            const key = await insertKey(client, {
+              tenant_id: caller.tenant_id,
+              environment: environment as Environment,
+              scopes,
+              name,
+            })
+            if (ticket !== undefined) await storeResponses(client, [storedResponse(ticket, 201, key)])
+            return key
+          }),
+        ),
+      sealer,
     )
   })
+
+/** Why a key is not rotated: 404 when the tenant has no such key, 409 when it is no longer active. */
+const rotationRefused = (
+  key_id: string,
+  refusal: Exclude<RotationOutcome, { readonly kind: "rotated" }>,
+): ApiError => {
+  if (refusal.kind === "not_found") return notFound("api_key", key_id, "key_id")
+  const { key, successor_key_id } = refusal
+  const successor = successor_key_id === null ? "" : `; its successor is ${successor_key_id}`
+  switch (key.status) {
+    case "revoked":
+      return conflict(
+        "api_key_already_revoked",
+        `API key ${key_id} was revoked at ${key.revoked_at}; a revoked key cannot be rotated. Create a new key with POST /api/v1/api-keys.`,
+        "key_id",
+      )
+    case "expired":
+      return conflict(
+        "api_key_already_expired",
+        `API key ${key_id} expired at ${key.expires_at}${successor}; an expired key cannot be rotated.`,
+        "key_id",
+      )
+    case "expiring":
+      return conflict(
+        "api_key_rotating",
+        `API key ${key_id} is already being rotated: it expires at ${key.expires_at}${successor}. Rotate the successor instead; an expiry is never extended.`,
+        "key_id",
+      )
+    case "active":
+      throw new Error(`rotation of active key ${key_id} was refused`)
+  }
+}
 
 const rotateKey = (key_id: string, payload: { grace_period_seconds?: number | undefined }) =>
   Effect.gen(function* () {
@@ -308,36 +355,26 @@ const rotateKey = (key_id: string, payload: { grace_period_seconds?: number | un
         "grace_period_seconds",
       )
     }
-    const result = yield* idempotent(caller, `keys.rotate.${key_id}`, payload, (ticket) =>
-      Effect.flatMap(
-        db(() =>
-          inTransaction(platform.pool, async (client) => {
-            const old = await client.query(
-              `select key_id, environment, scopes, name from platform.api_keys
-                where tenant_id = $1 and key_id = $2 and revoked_at is null and (expires_at is null or expires_at > now())
-                for update`,
-              [caller.tenant_id, key_id],
-            )
-            const row = old.rows[0] as
-              | { environment: Environment; scopes: Array<ApiScope>; name: string | null }
-              | undefined
-            if (row === undefined) return undefined
-            const new_key = await insertKey(client, { tenant_id: caller.tenant_id, ...row })
-            await client.query(
-              `update platform.api_keys set expires_at = now() + make_interval(secs => $3), rotated_to = $4
-                where tenant_id = $1 and key_id = $2`,
-              [caller.tenant_id, key_id, grace_ms / 1000, new_key.key_id],
-            )
-            const updated = await getKey(client, caller.tenant_id, row.environment, key_id)
-            if (updated === undefined) throw new Error("rotated key vanished")
-            const body = { new_key, old_key: toKeyView(updated) }
-            if (ticket !== undefined) await storeResponses(client, [storedResponse(ticket, 200, body)])
-            return body
-          }),
+    const sealer = yield* StoredResponseSealer
+    const result = yield* idempotent(
+      caller,
+      `keys.rotate.${key_id}`,
+      payload,
+      (ticket) =>
+        Effect.flatMap(
+          db(() =>
+            inTransaction(platform.pool, async (client) => {
+              const outcome = await rotateStoredKey(client, caller.tenant_id, key_id, grace_ms)
+              if (outcome.kind !== "rotated") return outcome
+              const body = { new_key: outcome.new_key, old_key: outcome.old_key }
+              if (ticket !== undefined) await storeResponses(client, [storedResponse(ticket, 200, body)])
+              return body
+            }),
+          ),
+          (answer) =>
+            "kind" in answer ? Effect.fail(rotationRefused(key_id, answer)) : Effect.succeed(answer),
         ),
-        (body) =>
-          body === undefined ? Effect.fail(notFound("api_key", key_id, "key_id")) : Effect.succeed(body),
-      ),
+      sealer,
     )
     platform.keys.forget(key_id)
     return result
@@ -366,16 +403,23 @@ export const KeysHandlers = HttpApiBuilder.group(PlatformApi, "apiKeys", (handle
   Effect.succeed(
     handlers
       .handle("create", ({ payload }) => respond(createKey(payload)))
-      .handle("list", () =>
-        Effect.gen(function* () {
-          const caller = yield* CurrentCaller
-          const { pool } = yield* Platform
-          const data = [
-            ...(yield* db(() => listKeys(pool, caller.tenant_id, "sandbox"))),
-            ...(yield* db(() => listKeys(pool, caller.tenant_id, "production"))),
-          ]
-          return { data }
-        }),
+      .handle("list", ({ query }) =>
+        respond(
+          Effect.gen(function* () {
+            const caller = yield* CurrentCaller
+            const { pool } = yield* Platform
+            const limit = yield* parseLimit(query.limit)
+            // An empty cursor is the first page, as in every list.
+            const starting_after = query.starting_after === "" ? undefined : query.starting_after
+            const page = yield* db(() => listKeys(pool, caller.tenant_id, { starting_after, limit }))
+            if (page !== undefined) return page
+            return yield* badRequest(
+              "invalid_cursor",
+              `starting_after must be the id of an item of this list (the next_cursor of the page before); ${JSON.stringify((starting_after ?? "").slice(0, 80))} is not one.`,
+              "starting_after",
+            )
+          }),
+        ),
       )
       .handle("rotate", ({ params, payload }) => respond(rotateKey(params.key_id, payload)))
       .handle("revoke", ({ params }) =>

@@ -1,0 +1,60 @@
+// Proves migration 301 on a database that has lived under 300: stored responses that held a new API
+// key in plain text are gone, every other stored response stays, and from then on a stored response
+// is kept as sent (json, its keys in their order).
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { runMigrations } from "../../src/db/migrate.ts"
+import { platformMigrations } from "../../src/db/migrations.ts"
+import { findStoredResponse, inTransaction, storeResponses } from "../../src/platform/idempotency.ts"
+import { freshDatabase, type TestDatabase } from "../support/db.ts"
+
+let db: TestDatabase
+beforeAll(async () => {
+  db = await freshDatabase({ migrate: false })
+  await runMigrations(
+    db.pool,
+    platformMigrations.filter((m) => m.version < 301),
+  )
+})
+afterAll(async () => {
+  await db?.drop()
+})
+
+const row = (idempotency_key: string, response_body: unknown) => ({
+  tenant_id: "ten_1",
+  environment: "sandbox",
+  idempotency_key,
+  fingerprint: "f",
+  response_status: 200,
+  response_body,
+})
+
+describe("migration 301", () => {
+  it("deletes the plaintext API keys stored before, keeps every other response, and stores responses as sent", async () => {
+    await inTransaction(db.pool, (client) =>
+      storeResponses(client, [
+        row("register", { tenant_id: "ten_1", api_key: "sk_sandbox_secret1", environment: "sandbox" }),
+        row("create-key", { key_id: "key_1", api_key: "sk_live_secret2", scopes: [] }),
+        row("rotate", {
+          new_key: { key_id: "key_2", api_key: "sk_sandbox_secret3" },
+          old_key: { key_id: "key_1" },
+        }),
+        row("payment", { transaction_id: "txn_1", metadata: { note: "sk_sandbox_lookalike" } }),
+        row("wallet", { wallet_id: "wal_1", label: "sk_live_in_a_label" }),
+      ]),
+    )
+    await runMigrations(db.pool, platformMigrations)
+    const left = await db.pool.query<{ idempotency_key: string }>(
+      "select idempotency_key from platform.idempotency_keys order by idempotency_key",
+    )
+    expect(left.rows.map((r) => r.idempotency_key)).toEqual(["payment", "wallet"])
+    const all = await db.pool.query<{ text: string }>(
+      "select response_body::text as text from platform.idempotency_keys",
+    )
+    for (const { text } of all.rows) expect(text).not.toMatch(/"sk_[a-z]+_secret/)
+
+    const body = { zeta: 1, alpha: { b: "2", a: "1" }, mid: [3, 1] }
+    await inTransaction(db.pool, (client) => storeResponses(client, [row("ordered", body)]))
+    const stored = await findStoredResponse(db.pool, "ten_1", "sandbox", "ordered")
+    expect(JSON.stringify(stored?.response_body)).toBe(JSON.stringify(body))
+  })
+})
