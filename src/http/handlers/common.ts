@@ -43,7 +43,6 @@ const cursorTables = {
   deposits: ["platform.chain_deposits", "deposit_id"],
   webhooks: ["platform.webhooks", "webhook_id"],
   webhook_deliveries: ["platform.webhook_deliveries", "delivery_id"],
-  api_keys: ["platform.api_keys", "key_id"],
 } as const
 
 /**
