@@ -97,8 +97,11 @@ class Model {
   link(email: number, wallet: number) {
     this.linked.set(email, wallet)
     for (const { from, amount } of this.pending.get(email) ?? []) {
-      this.reserved[from] = (this.reserved[from] ?? 0n) - amount - paymentFee(amount)
-      this.available[wallet] = (this.available[wallet] ?? 0n) + amount
+      const charge = amount + paymentFee(amount)
+      this.reserved[from] = (this.reserved[from] ?? 0n) - charge
+      // Linked to the payer itself: refused like a direct payment (same_wallet), released whole.
+      if (wallet === from) this.available[from] = (this.available[from] ?? 0n) + charge
+      else this.available[wallet] = (this.available[wallet] ?? 0n) + amount
     }
     this.pending.delete(email)
   }
@@ -221,6 +224,17 @@ const run = async (steps: ReadonlyArray<Step>) => {
 
 describe("social payments through the API", () => {
   it("keep every wallet's available and reserved balance equal to the exact model: conserved, never overdrawn, each payment once", async () => {
-    await fc.assert(fc.asyncProperty(fc.array(step, { minLength: 5, maxLength: 25 }), run), { numRuns: 12 })
+    // Always tried too: a payment left pending for an e-mail that is then linked to its own payer.
+    const selfLinked: ReadonlyArray<Step> = [
+      { kind: "faucet", wallet: 1, micros: 168 },
+      { kind: "pay", from: 1, to: 0, micros: 167, retry: false },
+      { kind: "link", email: 1, wallet: 0 },
+      { kind: "link", email: 0, wallet: 1 },
+      { kind: "unlink", email: 0 },
+    ]
+    await fc.assert(fc.asyncProperty(fc.array(step, { minLength: 5, maxLength: 25 }), run), {
+      numRuns: 12,
+      examples: [[selfLinked]],
+    })
   }, 600_000)
 })
