@@ -158,6 +158,11 @@ export const idempotent = <A, R>(
     if (running !== undefined) {
       if (running.fingerprint !== fingerprint) return yield* reused
       const exit = yield* Deferred.await(running.done)
+      // The first stored its answer with its effect: this duplicate is a replay of it, and says so.
+      const stored = yield* Effect.promise(() =>
+        findStoredResponse(pool, scope.tenant_id, scope.environment, key),
+      )
+      if (stored !== undefined && stored.fingerprint === fingerprint) return yield* replay(stored, sealer)
       return yield* exit as Exit.Exit<A | HttpServerResponse.HttpServerResponse, ApiError>
     }
     const done = Deferred.makeUnsafe<Exit.Exit<unknown, unknown>>()

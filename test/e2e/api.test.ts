@@ -622,6 +622,8 @@ describe("Idempotency-Key on payments", () => {
     const ids = new Set(responses.map((r) => expectOk(r).transaction_id))
     expect(ids.size).toBe(1)
     expect(responses.map((r) => r.body.status)).toEqual(Array(20).fill("completed"))
+    // One request took effect; the other 19 waited for it and are answered as its replays.
+    expect(responses.filter((r) => r.headers.get("idempotent-replayed") === "true")).toHaveLength(19)
 
     const listed = expectOk(
       await client.get<Page<TransactionView>>(`/api/v1/transactions?wallet_id=${payer.wallet_id}`),
