@@ -596,6 +596,8 @@ describe("a payment the payer cannot afford", () => {
     expect(
       expectOk(await client.get<TransactionView>(`/api/v1/transactions/${failed.transaction_id}`)),
     ).toEqual(failed)
+    // The refusal names the failed payment it recorded.
+    expect(error.message).toContain(failed.transaction_id)
     const listed = expectOk(
       await client.get<Page<TransactionView>>(`/api/v1/transactions?wallet_id=${poor.wallet_id}`),
     )

@@ -35,7 +35,7 @@ import {
 } from "../../platform/transactions.ts"
 import type { WalletRow } from "../../platform/wallets.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
-import { type ApiError, badRequest, CurrentRequestId, errorBody, notFound, unprocessable } from "../errors.ts"
+import { ApiError, badRequest, CurrentRequestId, errorBody, notFound, unprocessable } from "../errors.ts"
 import { type IdempotencyTicket, idempotent, storedResponse } from "../idempotency.ts"
 import { db, listCursor, longerThan, parseLimit, parseMoney, respond, tokenOn } from "./common.ts"
 import { ledgerApiError, mapLedgerErrors } from "./ledger-errors.ts"
@@ -232,8 +232,14 @@ const execute = (caller: Caller, plan: Plan, ticket: IdempotencyTicket | undefin
     if (Result.isFailure(outcome)) {
       const error = ledgerApiError(outcome.failure)
       if (error === undefined) return yield* Effect.die(outcome.failure)
-      if (error.code === "insufficient_funds") yield* recordFailed(plan.row, error, ticket)
-      return yield* Effect.fail(error)
+      if (error.code !== "insufficient_funds") return yield* Effect.fail(error)
+      // Recorded as a failed payment: the answer names it, as its payment.failed event does.
+      const named = new ApiError({
+        ...error,
+        message: `${error.message} The refused payment is recorded as ${plan.row.transaction_id} (failed).`,
+      })
+      yield* recordFailed(plan.row, named, ticket)
+      return yield* Effect.fail(named)
     }
     if (!outcome.success.replayed) return view
     // A retry of a payment this process did not see start: answer with the recorded payment.
