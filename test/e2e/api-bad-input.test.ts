@@ -504,6 +504,16 @@ const registerCases: ReadonlyArray<Case> = [
     refused(400, "invalid_password", "password"),
   ),
   register(
+    "password of 10 spaces",
+    { ...validRegistration, password: " ".repeat(10) },
+    refused(400, "invalid_password", "password"),
+  ),
+  register(
+    "password of 9 emoji (18 UTF-16 units)",
+    { ...validRegistration, password: "🔑".repeat(9) },
+    refused(400, "invalid_password", "password"),
+  ),
+  register(
     "empty company name",
     { ...validRegistration, company_name: "" },
     refused(400, "invalid_parameter", "company_name"),

@@ -32,7 +32,7 @@ import { Platform } from "../../platform/service.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
 import { ApiError, badRequest, conflict, forbidden, notFound } from "../errors.ts"
 import { idempotent, StoredResponseSealer, storeAfterwards, storedResponse } from "../idempotency.ts"
-import { db, dbUnique, parseLimit, respond, text } from "./common.ts"
+import { characterCount, db, dbUnique, parseLimit, respond, text } from "./common.ts"
 
 const password_length_min = 10
 const password_length_max = 256
@@ -89,10 +89,15 @@ const register = (payload: { email: string; password: string; company_name: stri
     const email = normaliseEmail(payload.email)
     if (Result.isFailure(email))
       return yield* badRequest("invalid_email", "email is not a valid e-mail address.", "email")
-    if (payload.password.length < password_length_min || payload.password.length > password_length_max) {
+    const password_length = characterCount(payload.password)
+    if (
+      password_length < password_length_min ||
+      password_length > password_length_max ||
+      payload.password.trim() === ""
+    ) {
       return yield* badRequest(
         "invalid_password",
-        `password must be ${password_length_min} to ${password_length_max} characters.`,
+        `password must be ${password_length_min} to ${password_length_max} characters, not only spaces.`,
         "password",
       )
     }
