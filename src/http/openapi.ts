@@ -25,9 +25,9 @@ ${scopeLines}
 state conflict), 413 (body over 1 MiB), 422 (business rule, e.g. \`insufficient_funds\`), 429 (with
 \`Retry-After\`), 5xx. Every response carries \`X-Request-Id\`.
 
-**Idempotency.** Every POST accepts \`Idempotency-Key\` (1-255 printable characters). A retry with the
-same key and body returns the stored response (\`Idempotent-Replayed: true\`); the same key with a
-different body is a 409.
+**Idempotency.** Every POST accepts \`Idempotency-Key\` (1-255 printable ASCII characters, no
+spaces). A retry with the same key and body returns the stored response (\`Idempotent-Replayed:
+true\`); the same key with a different body is a 409.
 
 **Money.** Request amounts are a JSON number or a decimal string, never more decimals than the
 token has; responses carry exact decimal strings with at least two decimals.
