@@ -21,8 +21,13 @@ export interface JsonBodyProblem {
 /** Deeper nesting is refused: no request schema comes near it, and it bounds the recursion. */
 export const json_depth_max = 64
 
-/** A double carries every decimal of at most 15 significant digits exactly. */
+/**
+ * A double carries every decimal of at most 15 significant digits exactly (its shortest text is
+ * that decimal), within its range: numerals longer than this are compared in full, since a run of
+ * zeros can take a short one out of range (`0.000…001` with 400 zeros reads as 0).
+ */
 const exact_digits_max = 15
+const short_numeral_length_max = 24
 
 class NotJson extends Error {}
 
@@ -49,7 +54,7 @@ const numberIsExact = (text: string): boolean => {
     leading = false
     digits += 1
   }
-  return digits <= exact_digits_max || sameValue(text)
+  return (digits <= exact_digits_max && text.length <= short_numeral_length_max) || sameValue(text)
 }
 
 /**

@@ -16,6 +16,8 @@ describe("jsonBodyProblem", () => {
     ['{"amount":100.000000000000000009}', "amount_imprecise", "amount"],
     ['{"amount":1e400}', "amount_imprecise", "amount"],
     ['{"amount":1e-400}', "amount_imprecise", "amount"],
+    [`{"amount":0.${"0".repeat(400)}1}`, "amount_imprecise", "amount"],
+    [`{"amount":1${"0".repeat(400)}}`, "amount_imprecise", "amount"],
     ['{"transfer":{"amount":12345678901234567}}', "amount_imprecise", "transfer.amount"],
     ['{"grace_period_seconds":1.00000000000000001}', "number_imprecise", "grace_period_seconds"],
     ['{"note":"\\ud800"}', "invalid_string", "note"],
