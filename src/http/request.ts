@@ -189,11 +189,7 @@ export const RequestMiddleware = HttpRouter.middleware(
               Effect.catchCause((cause) => answer(cause, request, request_id)),
             )
       if (response.status === 415 && !/json/.test(response.headers["content-type"] ?? "")) {
-        return Response.setHeader(
-          errorResponse(unsupportedMediaType(request), request_id),
-          "x-request-id",
-          request_id,
-        )
+        return errorResponse(unsupportedMediaType(request), request_id)
       }
       return response.headers["x-request-id"] === undefined
         ? Response.setHeader(response, "x-request-id", request_id)
