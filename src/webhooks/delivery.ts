@@ -52,6 +52,7 @@ interface DeliveryTarget {
   /** Only while the rotation overlap lasts (by the database's clock). */
   readonly previous_secret: string | null
   readonly webhook_deleted: boolean
+  readonly webhook_enabled: boolean
 }
 
 const loadTarget = async (pool: pg.Pool, delivery_id: string): Promise<DeliveryTarget | undefined> => {
@@ -59,7 +60,7 @@ const loadTarget = async (pool: pg.Pool, delivery_id: string): Promise<DeliveryT
     `select d.status, d.attempt_count, e.event_id, e.event_type, e.data, e.created_at, w.url,
        w.environment, w.secret,
        case when w.previous_secret_expires_at > now() then w.previous_secret end as previous_secret,
-       w.deleted_at is not null as webhook_deleted
+       w.deleted_at is not null as webhook_deleted, w.enabled as webhook_enabled
      from platform.webhook_deliveries d
      join platform.webhook_events e on e.event_id = d.event_id
      join platform.webhooks w on w.webhook_id = d.webhook_id
@@ -275,7 +276,9 @@ export async function deliverAttempt(
   if (target === undefined || target.status !== "pending" || target.attempt_count !== job.attempt - 1) {
     return "skipped"
   }
-  if (target.webhook_deleted) return await failOrphan(pool, job)
+  // A deleted or disabled endpoint is not called again, retries included; a delivery to a disabled
+  // one can be sent again by hand (redeliver) once it is enabled.
+  if (target.webhook_deleted || !target.webhook_enabled) return await failOrphan(pool, job)
   assert(isWebhookEventType(target.event_type), "an outbox event has a known type")
   assert(
     target.environment === "sandbox" || target.environment === "production",

@@ -373,6 +373,27 @@ describe("the integration flow", () => {
       expect(Object.keys(delivery.body.data).sort()).toEqual([...Object.keys(data), "simulated"].sort())
     }
   })
+
+  it("sends a disabled endpoint nothing, on request neither: simulate and redeliver are 409 webhook_disabled", async () => {
+    const quiet = expectOk(
+      await client.post<{ webhook_id: string }>("/api/v1/webhooks", {
+        url: receiver.url,
+        events: ["wallet.created"],
+        secret,
+      }),
+      201,
+    )
+    expectOk(await client.patch(`/api/v1/webhooks/${quiet.webhook_id}`, { enabled: false }))
+    const simulated = await client.post("/api/v1/sandbox/webhooks/simulate", {
+      event_type: "wallet.created",
+      webhook_id: quiet.webhook_id,
+    })
+    expect(expectError(simulated, 409, "webhook_disabled").param).toBe("webhook_id")
+    const redelivered = await client.post(
+      `/api/v1/webhooks/${quiet.webhook_id}/deliveries/dlv_00000000000000000000000000000000/redeliver`,
+    )
+    expectError(redelivered, 409, "webhook_disabled")
+  })
 })
 
 // --- 2. payments waiting for their recipient --------------------------------------------------

@@ -511,6 +511,25 @@ describe("redelivery and test events", () => {
     expect(failed.attempt_count).toBe(1)
     expect(receiver.received).toHaveLength(1)
   })
+
+  it("ends a pending delivery as failed, without a request, once its endpoint is disabled", async () => {
+    const scope = newTenant()
+    const receiver = await startReceiver(() => ({ status: 500 }))
+    const webhook = await createWebhook(db.pool, scope, { url: receiver.url, events: ["payment.completed"] })
+    await start({ retry_schedule: { ...fast, delay_base_ms: 1_000, delay_max_ms: 1_000 } })
+    await enqueue(scope, "payment.completed")
+    const first = await waitFor("the first attempt", async () => {
+      const delivery = (await listDeliveries(db.pool, scope, webhook.webhook_id))?.data[0]
+      return delivery?.attempt_count === 1 ? delivery : undefined
+    })
+    await updateWebhook(db.pool, scope, webhook.webhook_id, { enabled: false })
+    const failed = await waitFor("the delivery to fail", async () => {
+      const delivery = await getDelivery(db.pool, scope, first.delivery_id)
+      return delivery?.status === "failed" ? delivery : undefined
+    })
+    expect(failed.attempt_count).toBe(1)
+    expect(receiver.received).toHaveLength(1)
+  })
 })
 
 describe("production endpoints", () => {

@@ -26,7 +26,7 @@ import {
   type WebhookDelivery,
 } from "../../webhooks/store.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
-import { badRequest, notFound } from "../errors.ts"
+import { badRequest, conflict, notFound } from "../errors.ts"
 import { idempotent, storeAfterwards, storedResponse } from "../idempotency.ts"
 import { db, listCursor, parseLimit, requireSandbox, respond } from "./common.ts"
 import { faucetResponse } from "./wallets.ts"
@@ -163,6 +163,14 @@ const update = (
     return toPublicWebhook(updated)
   })
 
+/** A disabled endpoint is sent nothing, on request neither: enable it first (PATCH enabled: true). */
+const disabled = (webhook_id: string) =>
+  conflict(
+    "webhook_disabled",
+    `Webhook ${webhook_id} is disabled; enable it (PATCH {"enabled": true}) before sending it events.`,
+    "webhook_id",
+  )
+
 const simulate = (payload: { event_type: string; webhook_id?: string | undefined }) =>
   Effect.gen(function* () {
     const caller = yield* CurrentCaller
@@ -176,6 +184,11 @@ const simulate = (payload: { event_type: string; webhook_id?: string | undefined
       )
     }
     const event_type = payload.event_type
+    if (payload.webhook_id !== undefined) {
+      const target = yield* db(() => getWebhook(pool, scopeOf(caller), payload.webhook_id as string))
+      if (target === undefined) return yield* notFound("webhook", payload.webhook_id, "webhook_id")
+      if (!target.enabled) return yield* disabled(payload.webhook_id)
+    }
     const sent = yield* db(() =>
       simulateEvent(pool, scopeOf(caller), {
         event_type,
@@ -257,6 +270,7 @@ export const WebhooksHandlers = HttpApiBuilder.group(PlatformApi, "webhooks", (h
             const platform = yield* Platform
             const owned = yield* db(() => getWebhook(platform.pool, scopeOf(caller), params.webhook_id))
             if (owned === undefined) return yield* notFound("webhook", params.webhook_id, "webhook_id")
+            if (!owned.enabled) return yield* disabled(params.webhook_id)
             return yield* idempotent(caller, `webhooks.redeliver.${params.delivery_id}`, {}, (ticket) =>
               Effect.gen(function* () {
                 const existing = yield* db(() =>
