@@ -40,7 +40,8 @@ Options for replay:
 
 Options for export:
   --stream <stream id>      Only this stream, in version order.
-  --ledger <tenant>:<env>   Only this ledger's stream (e.g. acme:sandbox).
+  --ledger <tenant>:<env>   Only this ledger's stream: a tenant id and sandbox or production
+                            (e.g. ten_01a2014f77067aa4b7b966a15701b30e:sandbox).
   --from <ISO 8601 time>    Only events recorded at or after this time.
   --to <ISO 8601 time>      Only events recorded before this time.
   --format ndjson|csv       Output format (default ndjson). CSV has a header row; data and
@@ -108,9 +109,12 @@ const exportArguments = (values: Values): ExportArguments => {
     throw new UsageError("give --stream or --ledger, not both")
   let stream_id = stream
   if (ledger !== undefined) {
-    const match = /^([^:\s]+):([^:\s]+)$/.exec(ledger)
-    if (match === null)
-      throw new UsageError(`--ledger must be <tenant>:<environment>, got ${JSON.stringify(ledger)}`)
+    const match = /^([^:\s]+):(sandbox|production)$/.exec(ledger)
+    if (match === null) {
+      throw new UsageError(
+        `--ledger must be <tenant id>:sandbox or <tenant id>:production, got ${JSON.stringify(ledger)}`,
+      )
+    }
     stream_id = ledgerStreamId({ tenant: match[1] as string, environment: match[2] as string })
   }
   if (stream_id === "") throw new UsageError("--stream must not be empty")
@@ -183,7 +187,23 @@ const runVerify = async (store: PostgresEventStore, io: Io): Promise<number> => 
   return 1
 }
 
-const runExport = async (store: PostgresEventStore, args: ExportArguments, io: Io): Promise<number> => {
+const runExport = async (
+  pool: pg.Pool,
+  store: PostgresEventStore,
+  args: ExportArguments,
+  io: Io,
+): Promise<number> => {
+  // A stream that does not exist is a mistake to say, not an empty export to hand an auditor.
+  const stream_id = args.selection.stream_id
+  if (stream_id !== undefined) {
+    const found = await pool.query("select 1 from streams where stream_id = $1", [stream_id])
+    if (found.rows.length === 0) {
+      io.err.write(
+        `ledger: no stream ${JSON.stringify(stream_id)} (a ledger's stream is ledger-<tenant id>-<environment>)\n`,
+      )
+      return 1
+    }
+  }
   const out: Writable = args.output === undefined ? io.out : fs.createWriteStream(args.output)
   if (args.output !== undefined) await once(out, "open")
   const written = await exportEvents(store, args.selection, args.format, out)
@@ -205,7 +225,7 @@ const run = async (command: Command, values: Values, io: Io, pool: pg.Pool, stor
       return 0
     }
     case "export":
-      return runExport(store, exportArguments(values), io)
+      return runExport(pool, store, exportArguments(values), io)
   }
 }
 
@@ -231,6 +251,8 @@ const main = async (argv: ReadonlyArray<string>, io: Io): Promise<number> => {
       await db.close()
     }
   } catch (error) {
+    // The reader went away (`export | head`): what it wanted was written; stop quietly.
+    if ((error as NodeJS.ErrnoException | null)?.code === "EPIPE") return 0
     if (error instanceof UsageError || error instanceof ConfigError) {
       io.err.write(`ledger: ${error.message}\nRun "npm run ledger -- --help" for usage.\n`)
       return 2

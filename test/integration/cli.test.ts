@@ -162,7 +162,8 @@ describe("ledger CLI", () => {
       args: ["export", "--stream", "a", "--ledger", "acme:sandbox"],
       message: /--stream or --ledger, not both/,
     },
-    { args: ["export", "--ledger", "acme"], message: /<tenant>:<environment>/ },
+    { args: ["export", "--ledger", "acme"], message: /<tenant id>:sandbox or <tenant id>:production/ },
+    { args: ["export", "--ledger", "acme:prod"], message: /<tenant id>:sandbox or <tenant id>:production/ },
     { args: ["export", "--from", "yesterday"], message: /--from must be an ISO 8601 time/ },
     {
       args: ["export", "--from", "2025-02-01T00:00:00Z", "--to", "2025-01-01T00:00:00Z"],
@@ -215,6 +216,40 @@ describe("ledger CLI", () => {
     const expected = (await Effect.runPromise(store.readStream(sandbox.stream_id))).map(exported)
     expect(lines.map((line) => JSON.parse(line))).toEqual(expected)
     for (const record of expected) expect(eventHash(record.prev_hash, record)).toBe(record.hash)
+  })
+
+  it("refuses to export a ledger or stream that does not exist: exit 1 and why, not an empty file", async () => {
+    for (const args of [
+      ["export", "--ledger", "nobody:sandbox"],
+      ["export", "--stream", "ledger-acme-staging"],
+    ]) {
+      const result = await runCli(args)
+      expect({ args, code: result.code, stdout: result.stdout }).toEqual({ args, code: 1, stdout: "" })
+      expect(result.stderr).toMatch(/no stream "ledger-(nobody-sandbox|acme-staging)"/)
+    }
+  })
+
+  it("stops quietly with exit 0 when its reader goes away (export | head)", async () => {
+    const result = await new Promise<CliResult>((resolve, reject) => {
+      const child = spawn(process.execPath, [cli, "export"], {
+        env: { ...process.env, DATABASE_URL: db.url },
+        stdio: ["ignore", "pipe", "pipe"],
+      })
+      let stdout = ""
+      let stderr = ""
+      // Like head -1: read the first line, then close the pipe.
+      child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+        stdout += chunk
+        if (stdout.includes("\n")) child.stdout.destroy()
+      })
+      child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
+        stderr += chunk
+      })
+      child.on("error", reject)
+      child.on("close", (code) => resolve({ code, stdout, stderr }))
+    })
+    expect(result.stderr).toBe("")
+    expect(result.code).toBe(0)
   })
 
   it("exports every stream as CSV to a file, quoting what needs it", async () => {
