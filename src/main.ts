@@ -480,7 +480,8 @@ const SettlementSweeperLive = Layer.effectDiscard(
 
 /**
  * Compares ledger liabilities with on-chain custody balances every RECONCILIATION_INTERVAL_SECONDS
- * (one process at a time) and logs each group: drift as an error with the accounts involved.
+ * (one process at a time) and logs each group: drift as an error with the accounts involved, a
+ * chain that could not be read as a warning.
  */
 const ReconcilerLive = Layer.effectDiscard(
   Effect.gen(function* () {
@@ -502,7 +503,9 @@ const ReconcilerLive = Layer.effectDiscard(
               log(
                 report.status === "drift"
                   ? Effect.logError("reconciliation drift").pipe(Effect.annotateLogs(view))
-                  : Effect.logDebug("reconciliation").pipe(Effect.annotateLogs(view)),
+                  : report.status === "unavailable"
+                    ? Effect.logWarning("reconciliation: chain unavailable").pipe(Effect.annotateLogs(view))
+                    : Effect.logDebug("reconciliation").pipe(Effect.annotateLogs(view)),
               )
             },
             onError: (error) => log(Effect.logError("reconciliation failed", String(error))),

@@ -720,7 +720,7 @@ export class DepositsApi extends HttpApiGroup.make("deposits")
 export const ReconciliationReport = Schema.Struct({
   chain: Schema.String,
   token: Schema.String,
-  status: Schema.Literals(["matched", "in_flight", "drift"]),
+  status: Schema.Literals(["matched", "in_flight", "drift", "unavailable"]),
   ledger_balance: Schema.String,
   on_chain_balance: Schema.String,
   pending_outgoing: Schema.String,
@@ -737,8 +737,11 @@ export const ReconciliationReport = Schema.Struct({
       on_chain_balance: Schema.NullOr(Schema.String),
     }),
   ),
+  /** Why the chain could not be read; null unless `unavailable`. */
+  error: Schema.NullOr(Schema.String),
   checked_at: Timestamp,
   drift_since: Schema.NullOr(Timestamp),
+  last_matched_at: Schema.NullOr(Timestamp),
 }).annotate({ identifier: "ReconciliationReport" })
 
 const reconciliationDescription =
@@ -748,7 +751,9 @@ const reconciliationDescription =
   "already mined) and `pending_incoming` (deposits seen, not yet final) explain a `difference` " +
   '(on chain minus ledger) while money is in flight: status "in_flight". Anything they do not explain is ' +
   '`drift` (status "drift", found on two reads a second apart), with `drift_since`. `accounts` lists every ' +
-  "ledger account and custody address of the group with both balances."
+  "ledger account and custody address of the group with both balances. A chain whose node cannot be read " +
+  'is reported with status "unavailable" and its `error`; its on-chain figures and accounts are those of the ' +
+  "last successful read, and `last_matched_at` says when the group last matched."
 
 export class ReconciliationApi extends HttpApiGroup.make("reconciliation")
   .add(

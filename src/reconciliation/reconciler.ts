@@ -13,6 +13,12 @@
  * ledger read without the platform knowing yet (a deposit mined in that instant): a group found
  * drifting is therefore read again after `recheck_delay_ms`, and only drift found twice is reported.
  *
+ * Each group is reconciled on its own: a chain whose node cannot be read (down, unreachable, failing)
+ * gets an `unavailable` report carrying the error, the ledger side read afresh and the on-chain
+ * figures of its last successful read, and the run goes on with the other groups, so one dead node
+ * never hides drift on the healthy chains. A failure of the database is no chain's fault and still
+ * fails the run.
+ *
  * Ledger liabilities are the posted balances of every account of the asset except the two that stand
  * for the outside world: the sandbox faucet (`world`) and the chain custody account (`chain_custody`,
  * the clearing account between chain and ledger). By double entry that equals the money that came in
@@ -35,6 +41,8 @@ import type { ChainsService, RunningChain } from "../ports/chains.ts"
 const projection_wait_ms = 5_000
 /** Balance reads one group sends to its chain at once. */
 const balance_read_concurrency = 8
+/** Longest chain error kept in an `unavailable` report (a node's errors can carry whole requests). */
+const chain_error_length_max = 500
 
 /** One account or custody address of a group, as the report lists it. */
 export interface ReconciliationAccount {
@@ -49,7 +57,14 @@ export interface ReconciliationAccount {
   readonly on_chain_balance: bigint | null
 }
 
-export interface ReconciliationReport extends ReconciliationOutcome {
+/**
+ * A report's status: the rule's outcome (domain/chains/reconciliation.ts), or `unavailable` when the
+ * chain could not be read, in which case no outcome was decided.
+ */
+export type ReportStatus = ReconciliationOutcome["status"] | "unavailable"
+
+export interface ReconciliationReport extends Omit<ReconciliationOutcome, "status"> {
+  readonly status: ReportStatus
   readonly tenant_id: string
   readonly environment: Environment
   readonly chain: string
@@ -60,12 +75,18 @@ export interface ReconciliationReport extends ReconciliationOutcome {
   readonly pending_outgoing: bigint
   readonly pending_incoming: bigint
   readonly accounts: ReadonlyArray<ReconciliationAccount>
+  /** Why the chain could not be read; null unless `unavailable`. */
+  readonly error: string | null
   readonly checked_at: Date
 }
 
-/** A stored report: also since when its drift lasts (null unless `drift`). */
+/**
+ * A stored report: also since when its drift lasts (null unless `drift`, kept while `unavailable`)
+ * and when the group was last `matched` (null if never).
+ */
 export interface StoredReport extends ReconciliationReport {
   readonly drift_since: Date | null
+  readonly last_matched_at: Date | null
 }
 
 export interface ReconcilerDeps {
@@ -138,7 +159,27 @@ const readLedgerSide = async (pool: pg.Pool, tenant_id: string, environment: Env
   }
 }
 
-/** Reads one group once: ledger side first, then every custody address's balance on chain. */
+/** The first line of a chain error, bounded: enough for an operator to tell a dead node from a bad answer. */
+const chainErrorMessage = (error: unknown): string => {
+  const text = error instanceof Error ? error.message : String(error)
+  return (text.split("\n")[0] ?? text).slice(0, chain_error_length_max)
+}
+
+/** Every custody address's token balance, in the order of `addresses`; rejects when the node cannot be read. */
+const readChainSide = (running: RunningChain, contract: string, addresses: ReadonlyArray<string>) =>
+  Effect.runPromise(
+    Effect.forEach(
+      addresses,
+      (address) => running.adapter.balance(address, { kind: "token", contract }).pipe(Effect.orDie),
+      { concurrency: balance_read_concurrency },
+    ),
+  )
+
+/**
+ * Reads one group once: ledger side first, then every custody address's balance on chain. A chain
+ * that cannot be read gives an `unavailable` report (on-chain figures 0 here; storeReport keeps the
+ * last ones read) instead of an error: the other groups are still reconciled.
+ */
 const readGroup = async (
   deps: ReconcilerDeps,
   group: { tenant_id: string; environment: Environment; chain: WalletChain; token: TokenSymbol },
@@ -152,15 +193,19 @@ const readGroup = async (
       where tenant_id = $1 and environment = $2 and chain = $3 order by wallet_id`,
     [group.tenant_id, group.environment, group.chain],
   )
-  const on_chain = await Effect.runPromise(
-    Effect.forEach(
-      wallets.rows,
-      (wallet) => running.adapter.balance(wallet.address, { kind: "token", contract }).pipe(Effect.orDie),
-      { concurrency: balance_read_concurrency },
-    ),
+  const chain_side = await readChainSide(
+    running,
+    contract,
+    wallets.rows.map((wallet) => wallet.address),
+  ).then(
+    (balances) => ({ balances, error: null }),
+    (error: unknown) => ({ balances: null, error: chainErrorMessage(error) }),
   )
   const addresses = new Map(
-    wallets.rows.map((wallet, i) => [wallet.wallet_id, { ...wallet, balance: on_chain[i] ?? 0n }]),
+    wallets.rows.map((wallet, i) => [
+      wallet.wallet_id,
+      { ...wallet, balance: chain_side.balances?.[i] ?? null },
+    ]),
   )
   const accounts: Array<ReconciliationAccount> = []
   for (const row of ledger.liabilities) {
@@ -185,38 +230,63 @@ const readGroup = async (
       on_chain_balance: wallet.balance,
     })
   }
-  const on_chain_balance = on_chain.reduce((sum, balance) => sum + balance, 0n)
-  const figures = {
+  const ledger_figures = {
     ledger_balance: ledger.ledger_balance,
-    on_chain_balance,
     pending_outgoing: ledger.pending_outgoing,
     pending_incoming: ledger.pending_incoming,
   }
+  const common = { ...group, decimals: asset.decimals, ...ledger_figures, accounts, checked_at: new Date() }
+  if (chain_side.balances === null) {
+    return {
+      ...common,
+      status: "unavailable",
+      on_chain_balance: 0n,
+      difference: 0n,
+      drift: 0n,
+      error: chain_side.error,
+    }
+  }
+  const on_chain_balance = chain_side.balances.reduce((sum, balance) => sum + balance, 0n)
   return {
-    ...group,
-    decimals: asset.decimals,
-    ...figures,
-    ...reconcile(figures),
-    accounts,
-    checked_at: new Date(),
+    ...common,
+    on_chain_balance,
+    ...reconcile({ ...ledger_figures, on_chain_balance }),
+    error: null,
   }
 }
 
+/**
+ * Replaces the group's stored report. An `unavailable` report keeps the on-chain figures and accounts
+ * of the last successful read (the chain side is unknown, not zero) and a drift's `drift_since`;
+ * `last_matched_at` moves only when the group is matched.
+ */
 const storeReport = async (pool: pg.Pool, report: ReconciliationReport): Promise<void> => {
   await pool.query(
     `insert into platform.reconciliation_reports
        (tenant_id, environment, chain, token, token_decimals, status, ledger_balance, on_chain_balance,
-        pending_outgoing, pending_incoming, difference, drift, accounts, checked_at, drift_since)
+        pending_outgoing, pending_incoming, difference, drift, accounts, checked_at, drift_since, error,
+        last_matched_at)
      values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
-             case when $6 = 'drift' then $14::timestamptz end)
+             case when $6 = 'drift' then $14::timestamptz end, $15,
+             case when $6 = 'matched' then $14::timestamptz end)
      on conflict (tenant_id, environment, chain, token) do update set
        token_decimals = excluded.token_decimals, status = excluded.status,
-       ledger_balance = excluded.ledger_balance, on_chain_balance = excluded.on_chain_balance,
+       ledger_balance = excluded.ledger_balance,
        pending_outgoing = excluded.pending_outgoing, pending_incoming = excluded.pending_incoming,
-       difference = excluded.difference, drift = excluded.drift, accounts = excluded.accounts,
-       checked_at = excluded.checked_at,
+       on_chain_balance = case when excluded.status = 'unavailable'
+                               then platform.reconciliation_reports.on_chain_balance else excluded.on_chain_balance end,
+       difference = case when excluded.status = 'unavailable'
+                         then platform.reconciliation_reports.difference else excluded.difference end,
+       drift = case when excluded.status = 'unavailable'
+                    then platform.reconciliation_reports.drift else excluded.drift end,
+       accounts = case when excluded.status = 'unavailable'
+                       then platform.reconciliation_reports.accounts else excluded.accounts end,
+       checked_at = excluded.checked_at, error = excluded.error,
        drift_since = case when excluded.status = 'drift'
-                          then coalesce(platform.reconciliation_reports.drift_since, excluded.checked_at) end`,
+                          then coalesce(platform.reconciliation_reports.drift_since, excluded.checked_at)
+                          when excluded.status = 'unavailable'
+                          then platform.reconciliation_reports.drift_since end,
+       last_matched_at = coalesce(excluded.last_matched_at, platform.reconciliation_reports.last_matched_at)`,
     [
       report.tenant_id,
       report.environment,
@@ -238,13 +308,15 @@ const storeReport = async (pool: pg.Pool, report: ReconciliationReport): Promise
         })),
       ),
       report.checked_at,
+      report.error,
     ],
   )
 }
 
 /**
  * Reconciles every token of every chain the tenant has wallets on in `environment` (chains with no
- * adapter running there are skipped), stores the reports and returns them.
+ * adapter running there are skipped), stores the reports and returns them; a chain that cannot be
+ * read is reported `unavailable` without stopping the others.
  * @example const reports = await reconcileTenant(deps, "ten_...", "sandbox") // [{ chain: "ethereum", token: "USDC", status: "matched", ... }]
  */
 export const reconcileTenant = async (
@@ -379,13 +451,21 @@ export const storedReports = async (
       ledger_balance: optionalBigint(account.ledger_balance),
       on_chain_balance: optionalBigint(account.on_chain_balance),
     })),
+    error: row.error,
     checked_at: row.checked_at,
     drift_since: row.drift_since,
+    last_matched_at: row.last_matched_at,
   }))
 }
 
+/**
+ * A report to show: a stored one, or one fresh from a run (the job's log), which knows no
+ * `last_matched_at` (shown as null).
+ */
+type ShownReport = Omit<StoredReport, "last_matched_at"> & { readonly last_matched_at?: Date | null }
+
 /** The report as the API shows it: exact decimal strings in the token's precision. */
-export const toReportView = (report: StoredReport) => {
+export const toReportView = (report: ShownReport) => {
   const amount = (value: bigint) => formatAmount(value, report.decimals)
   return {
     chain: report.chain,
@@ -405,7 +485,9 @@ export const toReportView = (report: StoredReport) => {
       ledger_balance: account.ledger_balance === null ? null : amount(account.ledger_balance),
       on_chain_balance: account.on_chain_balance === null ? null : amount(account.on_chain_balance),
     })),
+    error: report.error,
     checked_at: report.checked_at.toISOString(),
     drift_since: report.drift_since?.toISOString() ?? null,
+    last_matched_at: report.last_matched_at?.toISOString() ?? null,
   }
 }

@@ -2,7 +2,8 @@
  * Reconciliation reports (versions 520-529): the latest comparison of ledger liabilities with
  * on-chain custody balances per tenant, environment, chain and token. One row per group, replaced by
  * each run; `drift_since` keeps the moment a drift was first seen while it lasts, so an operator sees
- * how long money has been unexplained.
+ * how long money has been unexplained. A chain that cannot be read makes its groups `unavailable`
+ * (with the `error`), and `last_matched_at` says when each group last agreed.
  */
 import type { Migration } from "../db/migrate.ts"
 
@@ -30,5 +31,17 @@ create table platform.reconciliation_reports (
   drift_since timestamptz,
   primary key (tenant_id, environment, chain, token)
 );`,
+  },
+  {
+    version: 521,
+    name: "reconciliation reports: unavailable chains",
+    sql: `
+alter table platform.reconciliation_reports drop constraint reconciliation_reports_status_check;
+alter table platform.reconciliation_reports
+  add constraint reconciliation_reports_status_check
+    check (status in ('matched', 'in_flight', 'drift', 'unavailable')),
+  add column error text check ((error is null) = (status <> 'unavailable')),
+  add column last_matched_at timestamptz;
+update platform.reconciliation_reports set last_matched_at = checked_at where status = 'matched';`,
   },
 ]

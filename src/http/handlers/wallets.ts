@@ -1,6 +1,7 @@
 /**
  * Wallets, balances, the default wallet and the sandbox faucet.
  */
+import { hash } from "node:crypto"
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import type { TokenSymbol } from "../../../domain/chains/registry.ts"
@@ -33,7 +34,7 @@ import {
 } from "../../platform/wallets.ts"
 import { Chains } from "../../ports/chains.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
-import { badRequest, CurrentRequestId, notFound } from "../errors.ts"
+import { ApiError, badRequest, CurrentRequestId, notFound } from "../errors.ts"
 import { idempotent, storeAfterwards, storedResponse } from "../idempotency.ts"
 import { db, listCursor, parseLimit, parseMoney, requireSandbox, respond, text, tokenOn } from "./common.ts"
 import { mapLedgerErrors } from "./ledger-errors.ts"
@@ -159,6 +160,31 @@ const makeDefault = (wallet_id: string) =>
     )
   })
 
+/** The faucet's ledger transfer id for an Idempotency-Key: a retry names the same transfer. */
+const faucetTransferId = (caller: Caller, idempotency_key: string) =>
+  `fct_${hash("sha256", `${caller.tenant_id}\n${caller.environment}\n${idempotency_key}`).slice(0, 32)}`
+
+const chainUnavailable = (chain: string, error: unknown) =>
+  new ApiError({
+    status: 503,
+    code: "chain_unavailable",
+    message: `The ${chain} chain cannot be reached to mint the tokens (${
+      (error instanceof Error ? error.message : String(error)).split("\n")[0] ?? ""
+    }); nothing was credited. Retry later.`,
+  })
+
+/**
+ * Credits test funds and, where the wallet's chain runs locally, mints them on chain first.
+ *
+ * Mint, then credit: the ledger never owes what the chain does not hold, and a chain that cannot be
+ * reached is a 503 `chain_unavailable` that wrote nothing (no credit, no stored response), so a retry
+ * later does it all. A retry must not mint twice what was credited once: with an Idempotency-Key the
+ * credit's transfer id comes from the key, so a retry first looks for that transfer in the ledger and,
+ * when it is there, replays the credit without minting. If the mint succeeds and the credit then fails
+ * (the database is down), the retry mints again and credits: the chain holds the first mint more than
+ * the ledger owes, which reconciliation reports as drift on the safe side (test money no one owes),
+ * never a credit the chain does not back. Without a key every request is a new credit, as before.
+ */
 const faucet = (payload: { wallet_id: string; token: string; amount: number | string }) =>
   Effect.gen(function* () {
     const caller = yield* CurrentCaller
@@ -170,54 +196,62 @@ const faucet = (payload: { wallet_id: string; token: string; amount: number | st
     const amount = yield* parseMoney(payload.amount, asset, faucet_whole_units_max)
     const ledger = ledgerOf(caller.tenant_id, caller.environment)
     const context = commandContext(caller, request_id)
+    const running = (yield* Chains).get(caller.environment, wallet.chain)
     // Accounts open inside `idempotent`: a refused Idempotency-Key must not open them.
     const result = yield* idempotent(caller, "sandbox.faucet", payload, (ticket) =>
-      mapLedgerErrors(
-        Effect.andThen(
+      Effect.gen(function* () {
+        yield* mapLedgerErrors(
           ensureAccounts(
             platform.writer,
             ledger,
             [faucetAccount(asset), walletAccount(wallet.wallet_id, asset)],
             context,
           ),
-          () =>
-            platform.writer.execute(
-              ledger,
-              {
-                type: "CreateTransfers",
-                group_id: null,
-                transfers: [
-                  {
-                    transfer_id: newId("fct"),
-                    debit_account_id: faucetAccountId(asset),
-                    credit_account_id: walletAccountId(wallet.wallet_id, asset),
-                    amount,
-                    code: transferCodes.faucet,
-                    user_data: null,
-                  },
-                ],
-                now_ms: Date.now(),
-              },
-              {
-                ...context,
-                // A retry replays in the ledger (same key, same body) and then reads the balance afresh,
-                // so no response is stored: the balance of a replay is today's, not yesterday's.
-                ...(ticket === undefined
-                  ? {}
-                  : { idempotency_key: `api:${ticket.idempotency_key}`, fingerprint: ticket.fingerprint }),
-              },
-            ),
-        ),
-      ),
+        )
+        const transfer_id =
+          ticket === undefined ? newId("fct") : faucetTransferId(caller, ticket.idempotency_key)
+        const credited =
+          ticket !== undefined &&
+          (yield* platform.writer.snapshot(ledger)).state.transfers.get(transfer_id) !== undefined
+        // Where the wallet's chain runs locally, the tokens exist on chain too (with gas to move them).
+        if (running?.fund != null && !credited) {
+          const fund = running.fund
+          yield* Effect.tryPromise({
+            try: () => fund(wallet.address, asset.symbol as TokenSymbol, amount),
+            catch: (error) => chainUnavailable(wallet.chain, error),
+          })
+        }
+        return yield* mapLedgerErrors(
+          platform.writer.execute(
+            ledger,
+            {
+              type: "CreateTransfers",
+              group_id: null,
+              transfers: [
+                {
+                  transfer_id,
+                  debit_account_id: faucetAccountId(asset),
+                  credit_account_id: walletAccountId(wallet.wallet_id, asset),
+                  amount,
+                  code: transferCodes.faucet,
+                  user_data: null,
+                },
+              ],
+              now_ms: Date.now(),
+            },
+            {
+              ...context,
+              // A retry replays in the ledger (same key, same body) and then reads the balance afresh,
+              // so no response is stored: the balance of a replay is today's, not yesterday's.
+              ...(ticket === undefined
+                ? {}
+                : { idempotency_key: `api:${ticket.idempotency_key}`, fingerprint: ticket.fingerprint }),
+            },
+          ),
+        )
+      }),
     )
     if (!("events" in result)) return result
-    // Where the wallet's chain runs locally, the tokens exist on chain too (with gas to move them).
-    // Only a fresh credit mints: a replayed request must not mint twice.
-    const running = (yield* Chains).get(caller.environment, wallet.chain)
-    if (running?.fund != null && !result.replayed) {
-      const fund = running.fund
-      yield* Effect.promise(() => fund(wallet.address, asset.symbol as TokenSymbol, amount))
-    }
     const tokens = yield* db(() =>
       walletBalances(platform.pool, caller.tenant_id, caller.environment, wallet.wallet_id),
     )

@@ -1,0 +1,112 @@
+// Proves, through the API of the real platform with two local anvil chains, what happens when one
+// chain's node dies: the sandbox faucet on that chain answers 503 `chain_unavailable` and writes
+// nothing (no credit, no stored response, so a retry with the same key is not a replay), while a
+// reconciliation run answers 200 with the healthy chain reconciled afresh and the dead one
+// `unavailable`. The faucet's retries on the healthy chain mint once: reconciliation stays matched.
+import { execFileSync } from "node:child_process"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import type { Balance, ReconciliationReport, Wallet } from "../../src/http/api.ts"
+import { expectOk } from "../support/api-expect.ts"
+import {
+  type ApiClient,
+  type RunningPlatform,
+  registerTenant,
+  startPlatform,
+} from "../support/platform-process.ts"
+
+type Report = typeof ReconciliationReport.Type
+
+let platform: RunningPlatform
+let client: ApiClient
+let ethereum: typeof Wallet.Type
+let avalanche: typeof Wallet.Type
+
+/** The rpc_url the platform logged for `chain`'s anvil. */
+const sandboxRpcUrl = (output: string, chain: string): string => {
+  const line = output
+    .split("\n")
+    .find((entry) => entry.includes('"sandbox chain running"') && entry.includes(`"chain":"${chain}"`))
+  const match = line === undefined ? null : /"rpc_url":"([^"]+)"/.exec(line)
+  if (match?.[1] === undefined) throw new Error(`no ${chain} sandbox chain in the platform's log:\n${output}`)
+  return match[1]
+}
+
+/** Kills the anvil the platform started for `chain` (found by the port it listens on). */
+const killChain = (chain: string) => {
+  const port = new URL(sandboxRpcUrl(platform.output(), chain)).port
+  const listening = execFileSync("ss", ["-ltnpH", `sport = :${port}`], { encoding: "utf8" })
+  const pid = /pid=(\d+)/.exec(listening)?.[1]
+  expect(pid, `the process listening on ${port}`).toBeDefined()
+  process.kill(Number(pid), "SIGKILL")
+}
+
+const usdc = async (wallet_id: string) => {
+  const balance = expectOk(await client.get<typeof Balance.Type>(`/api/v1/wallets/${wallet_id}/balance`))
+  return balance.tokens.find((token) => token.token === "USDC")?.amount
+}
+
+const faucet = (wallet_id: string, key: string) =>
+  client.post("/api/v1/sandbox/faucet", { wallet_id, token: "USDC", amount: "1" }, { "Idempotency-Key": key })
+
+const report = (reports: ReadonlyArray<Report>, chain: string) => {
+  const found = reports.find((entry) => entry.chain === chain && entry.token === "USDC")
+  expect(found, `a USDC report on ${chain}`).toBeDefined()
+  return found as Report
+}
+
+beforeAll(async () => {
+  platform = await startPlatform({
+    SANDBOX_EVM_CHAINS: "ethereum,avalanche",
+    RECONCILIATION_INTERVAL_SECONDS: "3600",
+    LOG_LEVEL: "info",
+  })
+  ;({ client } = await registerTenant(platform.url))
+  const wallet = async (chain: string) =>
+    expectOk(
+      await client.post<typeof Wallet.Type>("/api/v1/wallets", { external_id: chain, label: chain, chain }),
+      201,
+    )
+  ethereum = await wallet("ethereum")
+  avalanche = await wallet("avalanche")
+}, 120_000)
+
+afterAll(async () => {
+  await platform?.stop()
+})
+
+describe("one chain's node down", () => {
+  it("faucet: 503 and nothing written on the dead chain; mints once on the healthy one", async () => {
+    expectOk(await faucet(ethereum.wallet_id, "eth-1"))
+    expectOk(await faucet(ethereum.wallet_id, "eth-1"))
+    expect(await usdc(ethereum.wallet_id)).toBe("1.00")
+    const before = await usdc(avalanche.wallet_id)
+
+    killChain("avalanche")
+    for (const attempt of [1, 2]) {
+      const refused = await faucet(avalanche.wallet_id, "ava-1")
+      expect(refused.status, `attempt ${attempt}`).toBe(503)
+      expect(refused.headers.get("idempotent-replayed")).toBeNull()
+      expect(refused.body).toMatchObject({ error: { code: "chain_unavailable" } })
+      expect(await usdc(avalanche.wallet_id)).toBe(before)
+    }
+    const stored = await platform.database.pool.query(
+      "select 1 from platform.idempotency_keys where idempotency_key = 'ava-1'",
+    )
+    expect(stored.rowCount).toBe(0)
+  }, 120_000)
+
+  it("reconciliation: 200, the healthy chain reconciled, the dead one unavailable", async () => {
+    const run = await client.post<{ data: ReadonlyArray<Report> }>("/api/v2/reconciliation/runs", {})
+    expect(run.status).toBe(200)
+    expect(report(run.body.data, "ethereum")).toMatchObject({
+      status: "matched",
+      on_chain_balance: "1.00",
+      error: null,
+    })
+    const dead = report(run.body.data, "avalanche")
+    expect(dead).toMatchObject({ status: "unavailable", last_matched_at: null })
+    expect(dead.error).toEqual(expect.any(String))
+    const latest = expectOk(await client.get<{ data: ReadonlyArray<Report> }>("/api/v2/reconciliation")).data
+    expect(report(latest, "avalanche")).toMatchObject({ status: "unavailable", checked_at: dead.checked_at })
+  }, 120_000)
+})
