@@ -215,6 +215,18 @@ export function isValidAddress(chain: CustodyChain, address: string): boolean {
 }
 
 /**
+ * `address` in the spelling a transfer stores and signs, or null when `isValidAddress` refuses it:
+ * an EVM address gets its EIP-55 checksum (one-case hex carries none, and signers such as viem take
+ * mixed case only with the right checksum, so all-upper-case hex would be refused at signing), any
+ * other chain's address stays as given.
+ * @example canonicalAddress("ethereum", "0x9858EFFD232B4033E47D90003D41EC34ECAEDA94") // "0x9858EfFD232B4033E47d90003D41EC34EcaEda94"
+ */
+export function canonicalAddress(chain: CustodyChain, address: string): string | null {
+  if (!isValidAddress(chain, address)) return null
+  return chainFamily(chain) === "evm" ? checksumEvmAddress(address.slice(2).toLowerCase()) : address
+}
+
+/**
  * SLIP-0010 ed25519 derivation along `indices`, all hardened (ed25519 has no public derivation).
  * Exported for the SLIP-0010 test vectors, which start from 16-byte seeds.
  * @example deriveSlip10Ed25519(seed, [44 + 0x8000_0000, 501 + 0x8000_0000]).public_key.length // 32

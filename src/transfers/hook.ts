@@ -3,8 +3,9 @@
  * events of a transfer, or not at all.
  *
  * - A request: the transfer row and the pg-boss job that signs and broadcasts it, with the pending
- *   transfers that reserve its funds. A transfer is never reserved without its job, nor sent without
- *   its reservation.
+ *   transfers that reserve its funds, and its stored API response when it carried an
+ *   Idempotency-Key (which takes the key for every endpoint). A transfer is never reserved without
+ *   its job, nor sent without its reservation.
  * - A settlement: the row becomes `completed` (with the proof) or `failed` (with the reason) and its
  *   `payment.completed` / `payment.failed` webhook event is written, with the post or void that
  *   moved its money. The update only takes a `pending` row, so a settlement recorded twice (two jobs
@@ -13,6 +14,7 @@
 import type pg from "pg"
 import type { PgBoss } from "pg-boss"
 import type { AppendedCommand, TransactionHook } from "../ledger/writer.ts"
+import { type StoredResponse, storeResponses } from "../platform/idempotency.ts"
 import type { EnqueueEvents, OutboxEvent } from "../platform/outbox.ts"
 import { pgBossDb } from "../webhooks/queue.ts"
 import { type FailureCode, fromDb, type StoredProof, type TransferRow, toPublicTransfer } from "./model.ts"
@@ -26,7 +28,12 @@ export interface TransferJob {
 
 /** What a transfer's ledger command carries for the hook (`CommandContext.attachment`). */
 export type TransferAttachment =
-  | { readonly kind: "chain_transfer_requested"; readonly row: TransferRow }
+  | {
+      readonly kind: "chain_transfer_requested"
+      readonly row: TransferRow
+      /** The API response stored under the request's Idempotency-Key, when it had one. */
+      readonly stored: StoredResponse | undefined
+    }
   | {
       readonly kind: "chain_transfer_settled"
       readonly transfer_id: string
@@ -37,14 +44,17 @@ export type TransferAttachment =
 
 const attachmentsOf = (appended: ReadonlyArray<AppendedCommand>) => {
   const requested: Array<TransferRow> = []
+  const stored: Array<StoredResponse> = []
   const settled: Array<Extract<TransferAttachment, { kind: "chain_transfer_settled" }>> = []
   for (const item of appended) {
     // Other hooks' attachments have other kinds; only ours match below.
     const attachment = item.context.attachment as TransferAttachment | undefined
-    if (attachment?.kind === "chain_transfer_requested") requested.push(attachment.row)
-    else if (attachment?.kind === "chain_transfer_settled") settled.push(attachment)
+    if (attachment?.kind === "chain_transfer_requested") {
+      requested.push(attachment.row)
+      if (attachment.stored !== undefined) stored.push(attachment.stored)
+    } else if (attachment?.kind === "chain_transfer_settled") settled.push(attachment)
   }
-  return { requested, settled }
+  return { requested, stored, settled }
 }
 
 const insertRows = async (client: pg.PoolClient, rows: ReadonlyArray<TransferRow>) => {
@@ -105,8 +115,9 @@ const settledEvent = (row: TransferRow): OutboxEvent => ({
 export const transferHook =
   (deps: { readonly boss: PgBoss; readonly enqueue: EnqueueEvents }): TransactionHook =>
   async (client, appended) => {
-    const { requested, settled } = attachmentsOf(appended)
+    const { requested, stored, settled } = attachmentsOf(appended)
     await insertRows(client, requested)
+    await storeResponses(client, stored)
     if (requested.length > 0) {
       await deps.boss.insert(
         transfer_queue,

@@ -8,7 +8,7 @@
 import { Effect } from "effect"
 import type pg from "pg"
 import { assert } from "../../domain/assert.ts"
-import { type CustodyChain, isValidAddress } from "../../domain/custody/derive.ts"
+import { type CustodyChain, canonicalAddress } from "../../domain/custody/derive.ts"
 import { paymentFee, paymentTransfers } from "../../domain/ledger/fee.ts"
 import type { Asset } from "../../domain/money/asset.ts"
 import type { Environment } from "../../domain/platform/scopes.ts"
@@ -22,6 +22,7 @@ import {
   walletAccount,
   walletAccountId,
 } from "../platform/accounts.ts"
+import type { StoredResponse } from "../platform/idempotency.ts"
 import { newId } from "../platform/ids.ts"
 import type { TransferAttachment } from "./hook.ts"
 import {
@@ -64,6 +65,11 @@ export interface TransferRequest {
   readonly amount: bigint
   readonly token: TransferToken
   readonly idempotency_key: string | null
+  /**
+   * The API response to store under the idempotency key (platform.idempotency_keys) in the
+   * transaction that records the transfer, so that the key is taken for every other endpoint too.
+   */
+  readonly storedResponse?: ((row: TransferRow) => StoredResponse) | undefined
   readonly actor: string
   readonly correlation_id: string
   readonly now_ms: number
@@ -77,13 +83,20 @@ export interface RequestDeps {
   readonly ledger_reservation_timeout_ms?: number
 }
 
+/** The transfer's row, and whether an earlier request with the same idempotency key recorded it. */
+export interface RequestedTransfer {
+  readonly row: TransferRow
+  readonly replayed: boolean
+}
+
 export type RequestError =
   | InvalidDestinationAddress
   | TransferAmountNotPositive
   | UnsupportedChain
   | WriterError
 
-const validate = (deps: RequestDeps, request: TransferRequest): Effect.Effect<void, RequestError> => {
+/** Checks the request; answers the destination in its canonical spelling (EVM: EIP-55 checksummed). */
+const validate = (deps: RequestDeps, request: TransferRequest): Effect.Effect<string, RequestError> => {
   const { chain } = request.wallet
   if (adapterFor(deps.routes, request.environment, chain) === undefined)
     return Effect.fail(
@@ -94,9 +107,10 @@ const validate = (deps: RequestDeps, request: TransferRequest): Effect.Effect<vo
       new UnsupportedChain({ chain, reason: `the token ${request.token.asset.code} is not on it` }),
     )
   if (request.amount <= 0n) return Effect.fail(new TransferAmountNotPositive({ amount: request.amount }))
-  if (!isValidAddress(chain, request.to_address))
+  const to_address = canonicalAddress(chain, request.to_address)
+  if (to_address === null)
     return Effect.fail(new InvalidDestinationAddress({ chain, address: request.to_address }))
-  return Effect.void
+  return Effect.succeed(to_address)
 }
 
 const newRow = (request: TransferRequest, transfer_id: string): TransferRow => ({
@@ -131,10 +145,18 @@ const newRow = (request: TransferRequest, transfer_id: string): TransferRow => (
   failed_at: null,
 })
 
-const rowByIdempotencyKey = async (pool: pg.Pool, request: TransferRequest, key: string) => {
+/**
+ * The transfer an idempotency key recorded, as it is now.
+ * @example await transferByIdempotencyKey(pool, { tenant_id, environment }, "order-1") // { transfer_id: "txn_...", ... }
+ */
+export const transferByIdempotencyKey = async (
+  pool: pg.Pool,
+  scope: { readonly tenant_id: string; readonly environment: string },
+  idempotency_key: string,
+): Promise<TransferRow> => {
   const found = await pool.query(
     "select * from platform.chain_transfers where tenant_id = $1 and environment = $2 and idempotency_key = $3",
-    [request.tenant_id, request.environment, key],
+    [scope.tenant_id, scope.environment, idempotency_key],
   )
   const row = found.rows[0]
   assert(row !== undefined, "a replayed transfer request has its row: both committed together")
@@ -143,17 +165,18 @@ const rowByIdempotencyKey = async (pool: pg.Pool, request: TransferRequest, key:
 
 /**
  * Reserves the funds and records the transfer with its send job; answers the `pending` row. The same
- * idempotency key answers the first request's row (as it is now) and reserves nothing more.
+ * idempotency key answers the first request's row (as it is now, `replayed`) and reserves nothing
+ * more. The destination is stored (and later signed) in its canonical spelling.
  * @example
- * const row = await Effect.runPromise(requestTransfer(deps, { ..., amount: 1_000_000n, to_address: "0x..." }))
+ * const { row } = await Effect.runPromise(requestTransfer(deps, { ..., amount: 1_000_000n, to_address: "0x..." }))
  * // row.status === "pending"; the worker (worker.ts) settles it
  */
 export const requestTransfer = (
   deps: RequestDeps,
-  request: TransferRequest,
-): Effect.Effect<TransferRow, RequestError> =>
+  requested: TransferRequest,
+): Effect.Effect<RequestedTransfer, RequestError> =>
   Effect.gen(function* () {
-    yield* validate(deps, request)
+    const request: TransferRequest = { ...requested, to_address: yield* validate(deps, requested) }
     const asset = request.token.asset
     const ledger = ledgerOf(request.tenant_id, request.environment)
     const context = { actor: request.actor, correlation_id: request.correlation_id }
@@ -180,7 +203,11 @@ export const requestTransfer = (
       pending: { timeout_ms: deps.ledger_reservation_timeout_ms ?? ledger_reservation_timeout_ms_default },
       now_ms: request.now_ms,
     })
-    const attachment: TransferAttachment = { kind: "chain_transfer_requested", row }
+    const attachment: TransferAttachment = {
+      kind: "chain_transfer_requested",
+      row,
+      stored: request.storedResponse?.(row),
+    }
     const key = request.idempotency_key === null ? null : `chain-transfer:${request.idempotency_key}`
     const result = yield* deps.writer.execute(ledger, command, {
       ...context,
@@ -194,6 +221,9 @@ export const requestTransfer = (
       ]),
       attachment,
     })
-    if (!result.replayed) return row
-    return yield* Effect.promise(() => rowByIdempotencyKey(deps.pool, request, request.idempotency_key ?? ""))
+    if (!result.replayed) return { row, replayed: false }
+    const first = yield* Effect.promise(() =>
+      transferByIdempotencyKey(deps.pool, request, request.idempotency_key ?? ""),
+    )
+    return { row: first, replayed: true }
   })

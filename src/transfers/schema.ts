@@ -5,6 +5,9 @@
  */
 import type { Migration } from "../db/migrate.ts"
 
+/** The fingerprint of a transfer's key copied from before transfers kept theirs (migration 502). */
+export const legacy_transfer_fingerprint = "chain_transfer:before-502"
+
 export const transferMigrations: ReadonlyArray<Migration> = [
   {
     version: 500,
@@ -63,6 +66,23 @@ alter table platform.chain_transfers
     check ((replacement_raw_transaction is null) = (replacement_tx_hash is null)),
   add constraint chain_transfers_replacement_after_signing
     check (replacement_tx_hash is null or tx_hash is not null);
+`,
+  },
+  {
+    version: 502,
+    name: "chain transfer idempotency keys in the shared store",
+    // Transfers store their key in platform.idempotency_keys since this version, so no other
+    // endpoint can take it. Keys of earlier transfers are copied there with a marker fingerprint
+    // (their request's fingerprint was never kept): a transfer retry with one is a replay, any
+    // other endpoint's request with one is 409 (src/http/idempotency.ts).
+    sql: `
+insert into platform.idempotency_keys
+  (tenant_id, environment, idempotency_key, fingerprint, response_status, response_body, created_at)
+select tenant_id, environment, idempotency_key, '${legacy_transfer_fingerprint}', 202,
+       json_build_object('transaction_id', transfer_id), created_at
+  from platform.chain_transfers
+ where idempotency_key is not null
+on conflict do nothing;
 `,
   },
 ]

@@ -10,7 +10,10 @@
 // and confirms the completed transfer with the same proof. The same holds for a Solana transfer, whose
 // chain lives inside the platform process: the verification is the test's window onto it. A production
 // transfer on ethereum is refused (chain_unavailable): only the sandbox runs it here. Bad requests get
-// the platform's error shape.
+// the platform's error shape (an unknown chain is unsupported_chain). An Idempotency-Key used by a
+// transfer is taken for every endpoint, and its retries are marked replays showing the transfer now.
+// An all-upper-case EVM address is sent to in its checksummed spelling; a transfer that failed before
+// it was broadcast is answered never_broadcast by the verification.
 import { generateKeyPairSigner, isAddress } from "@solana/kit"
 import { type Address, createPublicClient, erc20Abi, http } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
@@ -165,8 +168,8 @@ describe("POST /api/v2/transfers on the local chain", () => {
       to_address: recipient,
     })
 
-    const replayed = expectOk(
-      await client.post<TransferView>(
+    const retry = () =>
+      client.post<TransferView>(
         "/api/v2/transfers",
         {
           from_wallet: wallet.wallet_id,
@@ -176,10 +179,24 @@ describe("POST /api/v2/transfers on the local chain", () => {
           chain: "ethereum",
         },
         { "idempotency-key": "transfer-e2e-1" },
+      )
+    const replayed = await retry()
+    expect(expectOk(replayed, 202).transaction_id).toBe(requested.transaction_id)
+    expect(replayed.headers.get("idempotent-replayed")).toBe("true")
+    // The key is taken for every endpoint: another request with it is refused, the transfer's retry
+    // is still its replay.
+    expectError(
+      await client.post(
+        "/api/v1/wallets",
+        { external_id: "key-thief", label: "x", chain: "ethereum" },
+        { "idempotency-key": "transfer-e2e-1" },
       ),
-      202,
+      409,
+      "idempotency_key_reused",
     )
-    expect(replayed.transaction_id).toBe(requested.transaction_id)
+    const again = await retry()
+    expect(expectOk(again, 202).transaction_id).toBe(requested.transaction_id)
+    expect(again.headers.get("idempotent-replayed")).toBe("true")
 
     const started = Date.now()
     let current = requested
@@ -205,6 +222,34 @@ describe("POST /api/v2/transfers on the local chain", () => {
     )
     expect(webhook.body.event_type).toBe("payment.completed")
     expect(webhook.body.data).toMatchObject({ status: "completed", tx_hash: current.tx_hash })
+
+    // A retry answers the transfer as it is now, not its first (pending) answer.
+    const late = await retry()
+    expect(expectOk(late, 202)).toMatchObject({ status: "completed", tx_hash: current.tx_hash })
+    expect(late.headers.get("idempotent-replayed")).toBe("true")
+  })
+
+  it("sends to an all-upper-case address, stored and signed in its EIP-55 checksummed spelling", async () => {
+    const recipient = privateKeyToAccount(generatePrivateKey()).address
+    const requested = expectOk(
+      await client.post<TransferView>("/api/v2/transfers", {
+        from_wallet: wallet.wallet_id,
+        to_address: `0x${recipient.slice(2).toUpperCase()}`,
+        amount: "1",
+        token: "USDC",
+        chain: "ethereum",
+      }),
+      202,
+    )
+    expect(requested.to_address).toBe(recipient)
+    const started = Date.now()
+    let current = requested
+    while (current.status === "pending" && Date.now() - started < completion_wait_ms_max) {
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      current = expectOk(await client.get<TransferView>(`/api/v2/transfers/${requested.transaction_id}`))
+    }
+    expect(current).toMatchObject({ status: "completed", failure: null })
+    expect(await tokenBalance(recipient)).toBe(1_000_000n)
   })
 
   it("credits a transfer to another custody wallet of the tenant once, as a deposit; the faucet's mint is none", async () => {
@@ -267,6 +312,12 @@ describe("POST /api/v2/transfers on the local chain", () => {
   it("refuses a chain other than the wallet's, a bad address and an unknown transfer", async () => {
     const body = { from_wallet: wallet.wallet_id, to_address: wallet.address, amount: "1", token: "USDC" }
     expectError(await client.post("/api/v2/transfers", { ...body, chain: "polygon" }), 400, "chain_mismatch")
+    const unknown = expectError(
+      await client.post("/api/v2/transfers", { ...body, chain: "bitcoin" }),
+      400,
+      "unsupported_chain",
+    )
+    expect(unknown.param).toBe("chain")
     expectError(
       await client.post("/api/v2/transfers", { ...body, chain: "ethereum", to_address: "0x1234" }),
       400,
@@ -338,6 +389,59 @@ describe("GET /api/v1/transactions/{id}/verify", () => {
     })
     expect(["confirmed", "finalized"]).toContain(verified.status)
     expect(verified.proof?.confirmations).toBeGreaterThanOrEqual(transfer.proof?.confirmations ?? 1)
+  })
+
+  it("answers 422 never_broadcast for a transfer that failed before it was signed and sent", async () => {
+    const sender = expectOk(
+      await client.post<typeof Wallet.Type>("/api/v1/wallets", {
+        external_id: "no-gas-sender",
+        label: "no gas",
+        chain: "ethereum",
+      }),
+      201,
+    )
+    expectOk(
+      await client.post("/api/v1/sandbox/faucet", {
+        wallet_id: sender.wallet_id,
+        token: "USDC",
+        amount: "5",
+      }),
+    )
+    // The faucet topped up its gas; take it away so that the worker fails the transfer before signing.
+    const emptied = await fetch(rpc_url, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "anvil_setBalance",
+        params: [sender.address, "0x0"],
+      }),
+    })
+    expect(emptied.ok).toBe(true)
+    const requested = expectOk(
+      await client.post<TransferView>("/api/v2/transfers", {
+        from_wallet: sender.wallet_id,
+        to_address: wallet.address,
+        amount: "1",
+        token: "USDC",
+        chain: "ethereum",
+      }),
+      202,
+    )
+    const started = Date.now()
+    let current = requested
+    while (current.status === "pending" && Date.now() - started < completion_wait_ms_max) {
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      current = expectOk(await client.get<TransferView>(`/api/v2/transfers/${requested.transaction_id}`))
+    }
+    expect(current).toMatchObject({ status: "failed", tx_hash: null, failure: { code: "insufficient_gas" } })
+    const refused = expectError(
+      await client.get(`/api/v1/transactions/${requested.transaction_id}/verify`),
+      422,
+      "never_broadcast",
+    )
+    expect(refused.message).toContain("before it was broadcast")
   })
 
   it("answers 422 not_on_chain for a social payment and 404 for an unknown or another tenant's id", async () => {

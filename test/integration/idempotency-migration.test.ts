@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { runMigrations } from "../../src/db/migrate.ts"
 import { platformMigrations } from "../../src/db/migrations.ts"
 import { findStoredResponse, inTransaction, storeResponses } from "../../src/platform/idempotency.ts"
+import { legacy_transfer_fingerprint } from "../../src/transfers/schema.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 
 let db: TestDatabase
@@ -56,5 +57,37 @@ describe("migration 301", () => {
     await inTransaction(db.pool, (client) => storeResponses(client, [row("ordered", body)]))
     const stored = await findStoredResponse(db.pool, "ten_1", "sandbox", "ordered")
     expect(JSON.stringify(stored?.response_body)).toBe(JSON.stringify(body))
+  })
+})
+
+describe("migration 502", () => {
+  it("copies the keys of earlier on-chain transfers into the shared store, so no other endpoint can take them", async () => {
+    const fresh = await freshDatabase({ migrate: false })
+    try {
+      await runMigrations(
+        fresh.pool,
+        platformMigrations.filter((m) => m.version < 502),
+      )
+      await fresh.pool.query(
+        `insert into platform.chain_transfers (transfer_id, tenant_id, environment, wallet_id, chain, token,
+           token_decimals, token_contract, from_address, key_tenant_index, key_wallet_index, to_address,
+           amount, fee, status, idempotency_key, created_at)
+         values ('txn_1', 'ten_1', 'sandbox', 'wal_1', 'ethereum', 'USDC', 6, '0xc', '0xa', 0, 0, '0xb',
+                 1000000, 3000, 'pending', 'order-7', now()),
+                ('txn_2', 'ten_1', 'sandbox', 'wal_1', 'ethereum', 'USDC', 6, '0xc', '0xa', 0, 0, '0xb',
+                 1000000, 3000, 'pending', null, now())`,
+      )
+      await runMigrations(fresh.pool, platformMigrations)
+      const stored = await findStoredResponse(fresh.pool, "ten_1", "sandbox", "order-7")
+      expect(stored).toMatchObject({
+        fingerprint: legacy_transfer_fingerprint,
+        response_status: 202,
+        response_body: { transaction_id: "txn_1" },
+      })
+      const all = await fresh.pool.query("select count(*)::int as n from platform.idempotency_keys")
+      expect(all.rows[0]?.n).toBe(1)
+    } finally {
+      await fresh.drop()
+    }
   })
 })

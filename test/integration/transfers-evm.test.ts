@@ -96,7 +96,7 @@ const request = (
       actor: "test",
       correlation_id: "transfer",
       now_ms: Date.now(),
-    }),
+    }).pipe(Effect.map(({ row }) => row)),
   )
 
 /** Waits until the transfer's row satisfies `done`; bounded. */
@@ -274,11 +274,60 @@ describe("on-chain transfers (EVM)", () => {
   it("answers a repeated idempotency key with the first transfer and reserves once", async () => {
     const wallet = await fundedWallet(3)
     const first = await request(wallet, testWallet(13).address, 1_000n, "idem-1")
-    const again = await request(wallet, testWallet(13).address, 1_000n, "idem-1")
-    expect(again.transfer_id).toBe(first.transfer_id)
+    const again = await run(
+      requestTransfer(deps, {
+        tenant_id,
+        environment: "sandbox",
+        wallet,
+        to_address: testWallet(13).address,
+        amount: 1_000n,
+        token: { asset, contract },
+        idempotency_key: "idem-1",
+        actor: "test",
+        correlation_id: "transfer",
+        now_ms: Date.now(),
+      }),
+    )
+    expect(again).toMatchObject({ replayed: true, row: { transfer_id: first.transfer_id } })
     const payer = await account(walletAccountId(wallet.wallet_id, asset))
     expect(payer.debits_pending).toBe(1_000n + paymentFee(1_000n))
     expect(await withWorker(() => settled(first.transfer_id))).toMatchObject({ status: "completed" })
+  })
+
+  it("stores an all-upper-case or all-lower-case destination checksummed, and the signer sends to it", async () => {
+    const wallet = await fundedWallet(6)
+    const recipient = testWallet(22).address
+    const upper = `0x${recipient.slice(2).toUpperCase()}`
+    const lower = recipient.toLowerCase()
+    const first = await request(wallet, upper, 1_000n)
+    const second = await request(wallet, lower, 2_000n)
+    expect([first.to_address, second.to_address]).toEqual([recipient, recipient])
+    const rows = await withWorker(() =>
+      Promise.all([settled(first.transfer_id), settled(second.transfer_id)]),
+    )
+    expect(rows.map((row) => row.status)).toEqual(["completed", "completed"])
+    expect(await tokenBalance(recipient)).toBe(3_000n)
+    // A mixed-case address whose checksum is wrong stays refused.
+    const wrong = recipient.replace(/[a-fA-F]/, (letter) =>
+      letter === letter.toUpperCase() ? letter.toLowerCase() : letter.toUpperCase(),
+    )
+    const refused = await Effect.runPromise(
+      Effect.flip(
+        requestTransfer(deps, {
+          tenant_id,
+          environment: "sandbox",
+          wallet,
+          to_address: wrong,
+          amount: 1n,
+          token: { asset, contract },
+          idempotency_key: null,
+          actor: "test",
+          correlation_id: "c",
+          now_ms: Date.now(),
+        }),
+      ),
+    )
+    expect(refused._tag).toBe("InvalidDestinationAddress")
   })
 
   it("fails and releases the funds exactly when the recipient is blocked after the request", async () => {

@@ -108,7 +108,7 @@ export const transferKit = (config: TransferKitConfig, parts: () => TransferKitP
           correlation_id: "transfer",
           now_ms: Date.now(),
         },
-      ),
+      ).pipe(Effect.map(({ row }) => row)),
     )
   }
 

@@ -5,20 +5,21 @@
  * confirms and settles it, and `payment.completed` / `payment.failed` tell the tenant.
  */
 import { Effect } from "effect"
+import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { assert } from "../../../domain/assert.ts"
-import { isWalletChain, type WalletChain } from "../../../domain/platform/tokens.ts"
+import { isWalletChain, type WalletChain, walletChains } from "../../../domain/platform/tokens.ts"
 import type { Caller } from "../../platform/credentials.ts"
 import { Platform } from "../../platform/service.ts"
 import { getPayment } from "../../platform/transactions.ts"
 import { Chains } from "../../ports/chains.ts"
-import { fromDb, toPublicTransfer } from "../../transfers/model.ts"
-import { type RequestError, requestTransfer } from "../../transfers/request.ts"
+import { fromDb, type TransferRow, toPublicTransfer } from "../../transfers/model.ts"
+import { type RequestError, requestTransfer, transferByIdempotencyKey } from "../../transfers/request.ts"
 import { chainRoutes } from "../../transfers/routes.ts"
 import { verifyTransfer } from "../../transfers/verify.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
 import { type ApiError, badRequest, CurrentRequestId, notFound, unprocessable } from "../errors.ts"
-import { idempotent } from "../idempotency.ts"
+import { idempotent, storedResponse } from "../idempotency.ts"
 import { db, parseMoney, respond, tokenOn } from "./common.ts"
 import { ledgerApiError } from "./ledger-errors.ts"
 import { callerWallet } from "./wallets.ts"
@@ -73,14 +74,31 @@ const walletKeyPath = (caller: Caller, wallet: { wallet_id: string; address: str
     return { tenant_index: caller.custody_index, wallet_index }
   })
 
+/**
+ * A repeated request's answer: the transfer as it is now (its status may have moved on since the
+ * first answer, which is what a client polling with retries wants), marked as a replay.
+ */
+const replayedTransfer = (row: TransferRow) =>
+  HttpServerResponse.jsonUnsafe(toPublicTransfer(row), {
+    status: 202,
+    headers: { "idempotent-replayed": "true" },
+  })
+
 const createTransfer = (payload: TransferPayload) =>
   Effect.gen(function* () {
     const caller = yield* CurrentCaller
     const platform = yield* Platform
     const chains = yield* Chains
     const request_id = yield* CurrentRequestId
-    const wallet = yield* callerWallet(caller, payload.from_wallet, "from_wallet")
     const chain = payload.chain.trim().toLowerCase()
+    if (!isWalletChain(chain)) {
+      return yield* badRequest(
+        "unsupported_chain",
+        `chain must be one of ${walletChains.join(", ")}.`,
+        "chain",
+      )
+    }
+    const wallet = yield* callerWallet(caller, payload.from_wallet, "from_wallet")
     if (wallet.chain !== chain) {
       return yield* badRequest(
         "chain_mismatch",
@@ -92,7 +110,7 @@ const createTransfer = (payload: TransferPayload) =>
     const amount = yield* parseMoney(payload.amount, asset, transfer_whole_units_max)
     const running = chains.get(caller.environment, chain)
     const contract = running?.contracts.get(asset.symbol as "USDC" | "USDT")
-    if (!isWalletChain(chain) || running === undefined || contract === undefined) {
+    if (running === undefined || contract === undefined) {
       return yield* badRequest(
         "chain_unavailable",
         `On-chain transfers of ${asset.symbol} on ${chain} are not available in ${caller.environment}.`,
@@ -100,7 +118,7 @@ const createTransfer = (payload: TransferPayload) =>
       )
     }
     const key_path = yield* walletKeyPath(caller, wallet, chain)
-    return yield* idempotent(caller, "transfers.create", payload, (ticket) =>
+    const answer = yield* idempotent(caller, "transfers.create", payload, (ticket) =>
       requestTransfer(
         {
           writer: platform.writer,
@@ -116,12 +134,22 @@ const createTransfer = (payload: TransferPayload) =>
           token: { asset, contract },
           // The ledger keeps the key with the reservation: a retry answers the transfer as it is now.
           idempotency_key: ticket?.idempotency_key ?? null,
+          // Stored with the transfer: the key is then taken for every endpoint of the tenant.
+          storedResponse:
+            ticket === undefined ? undefined : (row) => storedResponse(ticket, 202, toPublicTransfer(row)),
           actor: caller.key_id,
           correlation_id: request_id,
           now_ms: Date.now(),
         },
-      ).pipe(Effect.map(toPublicTransfer), Effect.catch(transferApiError)),
+      ).pipe(Effect.catch(transferApiError)),
     )
+    if (!HttpServerResponse.isHttpServerResponse(answer)) {
+      return answer.replayed ? replayedTransfer(answer.row) : toPublicTransfer(answer.row)
+    }
+    // `idempotent` replayed the stored first response: answer the transfer as it is now instead.
+    const key = (yield* HttpServerRequest.HttpServerRequest).headers["idempotency-key"]
+    assert(key !== undefined, "only a request with an Idempotency-Key is replayed")
+    return replayedTransfer(yield* db(() => transferByIdempotencyKey(platform.pool, caller, key)))
   })
 
 const getTransfer = (transfer_id: string) =>
@@ -165,6 +193,13 @@ const verifyTransaction = (transaction_id: string) =>
       )
     }
     const row = fromDb(stored)
+    if (row.tx_hash === null && row.status === "failed") {
+      return yield* unprocessable(
+        "never_broadcast",
+        `Transaction ${transaction_id} failed (${row.failure_code}) before it was broadcast; nothing was sent to ${row.chain}, so there is nothing on chain to verify.`,
+        "transaction_id",
+      )
+    }
     if (row.tx_hash === null) {
       return yield* unprocessable(
         "not_broadcast",
