@@ -658,6 +658,19 @@ export class TransfersApi extends HttpApiGroup.make("transfers")
   )
   .add(
     scoped(
+      HttpApiEndpoint.get("list", "/api/v2/transfers", {
+        query: { ...ListQuery, wallet_id: Schema.optional(Text), status: Schema.optional(Text) },
+        success: Page(ChainTransfer),
+      }),
+      "payments:read",
+    ).annotate(
+      OpenApi.Description,
+      "Requires scope `payments:read`. The caller's on-chain transfers, newest first, optionally of one " +
+        "sending wallet (`wallet_id`) or one `status` (pending, completed, failed).",
+    ),
+  )
+  .add(
+    scoped(
       HttpApiEndpoint.get("get", "/api/v2/transfers/:transfer_id", {
         params: { transfer_id: Text },
         success: ChainTransfer,

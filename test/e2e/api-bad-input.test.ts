@@ -749,6 +749,8 @@ const walletCases: ReadonlyArray<Case> = (() => {
 const depositCases: ReadonlyArray<Case> = [
   ...limitCases(() => "/api/v2/deposits"),
   ...cursorCases(() => "/api/v2/deposits"),
+  ...limitCases(() => "/api/v2/transfers"),
+  ...cursorCases(() => "/api/v2/transfers"),
   endpoint("GET", `/api/v2/deposits?wallet_id=${unknownWallet}`)(
     "deposits of an unknown wallet",
     undefined,

@@ -325,6 +325,35 @@ describe("POST /api/v2/transfers on the local chain", () => {
     )
     expectError(await client.get("/api/v2/transfers/txn_missing"), 404, "transfer_not_found")
   })
+
+  it("lists the tenant's transfers newest first, by cursor, filtered by wallet and status", async () => {
+    interface Page {
+      readonly data: ReadonlyArray<TransferView>
+      readonly has_more: boolean
+      readonly next_cursor: string | null
+    }
+    const all = expectOk(await client.get<Page>(`/api/v2/transfers?wallet_id=${wallet.wallet_id}&limit=100`))
+    expect(all.data.length).toBeGreaterThanOrEqual(2)
+    const ids = all.data.map((t) => t.transaction_id)
+    expect(ids).toEqual([...ids].sort().reverse())
+    // One at a time by cursor: the same transfers, each once.
+    const paged: Array<string> = []
+    let cursor: string | null = null
+    do {
+      const page: Page = expectOk(
+        await client.get<Page>(
+          `/api/v2/transfers?wallet_id=${wallet.wallet_id}&limit=1${cursor === null ? "" : `&starting_after=${cursor}`}`,
+        ),
+      )
+      paged.push(...page.data.map((t) => t.transaction_id))
+      cursor = page.next_cursor
+    } while (cursor !== null)
+    expect(paged).toEqual(ids)
+    const completed = expectOk(await client.get<Page>("/api/v2/transfers?status=completed&limit=100"))
+    expect(completed.data.every((t) => t.status === "completed")).toBe(true)
+    expectError(await client.get("/api/v2/transfers?status=sent"), 400, "invalid_status")
+    expectError(await client.get("/api/v2/transfers?starting_after=txn_missing"), 400, "invalid_cursor")
+  })
 })
 
 describe("POST /api/v2/transfers in production", () => {

@@ -41,6 +41,7 @@ const cursorTables = {
   wallets: ["platform.wallets", "wallet_id"],
   identities: ["platform.identities", "identity_id"],
   deposits: ["platform.chain_deposits", "deposit_id"],
+  transfers: ["platform.chain_transfers", "transfer_id"],
   webhooks: ["platform.webhooks", "webhook_id"],
   webhook_deliveries: ["platform.webhook_deliveries", "delivery_id"],
 } as const

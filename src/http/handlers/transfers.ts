@@ -9,6 +9,7 @@ import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { assert } from "../../../domain/assert.ts"
 import { isWalletChain, type WalletChain, walletChains } from "../../../domain/platform/tokens.ts"
+import { toPage } from "../../db/page.ts"
 import type { Caller } from "../../platform/credentials.ts"
 import { Platform } from "../../platform/service.ts"
 import { getPayment } from "../../platform/transactions.ts"
@@ -20,7 +21,7 @@ import { verifyTransfer } from "../../transfers/verify.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
 import { type ApiError, badRequest, CurrentRequestId, notFound, unprocessable } from "../errors.ts"
 import { idempotent, storedResponse } from "../idempotency.ts"
-import { db, parseMoney, respond, tokenOn } from "./common.ts"
+import { db, listCursor, parseLimit, parseMoney, respond, tokenOn } from "./common.ts"
 import { ledgerApiError } from "./ledger-errors.ts"
 import { callerWallet } from "./wallets.ts"
 
@@ -167,6 +168,53 @@ const getTransfer = (transfer_id: string) =>
     return toPublicTransfer(fromDb(row))
   })
 
+const transferStatuses = ["pending", "completed", "failed"] as const
+
+const listTransfers = (query: {
+  readonly limit?: string | undefined
+  readonly starting_after?: string | undefined
+  readonly wallet_id?: string | undefined
+  readonly status?: string | undefined
+}) =>
+  Effect.gen(function* () {
+    const caller = yield* CurrentCaller
+    const { pool } = yield* Platform
+    const limit = yield* parseLimit(query.limit)
+    if (query.status !== undefined && !(transferStatuses as ReadonlyArray<string>).includes(query.status)) {
+      return yield* badRequest(
+        "invalid_status",
+        `status must be one of ${transferStatuses.join(", ")}.`,
+        "status",
+      )
+    }
+    if (query.wallet_id !== undefined) yield* callerWallet(caller, query.wallet_id)
+    const starting_after = yield* listCursor(pool, "transfers", caller, query.starting_after)
+    const found = yield* db(() =>
+      pool.query(
+        `select * from platform.chain_transfers
+          where tenant_id = $1 and environment = $2
+            and ($3::text is null or wallet_id = $3)
+            and ($4::text is null or status = $4)
+            and ($5::text is null or transfer_id < $5)
+          order by transfer_id desc limit $6`,
+        [
+          caller.tenant_id,
+          caller.environment,
+          query.wallet_id ?? null,
+          query.status ?? null,
+          starting_after ?? null,
+          limit + 1,
+        ],
+      ),
+    )
+    return toPage(
+      found.rows,
+      limit,
+      (row) => toPublicTransfer(fromDb(row)),
+      (transfer) => transfer.transaction_id,
+    )
+  })
+
 /**
  * Re-reads a sent transfer from its chain (src/transfers/verify.ts). A social payment never touches
  * a chain, so it has nothing to verify (422); an id the caller does not own is unknown (404).
@@ -222,6 +270,7 @@ export const TransfersHandlers = HttpApiBuilder.group(PlatformApi, "transfers", 
   Effect.succeed(
     handlers
       .handle("create", ({ payload }) => respond(createTransfer(payload)))
+      .handle("list", ({ query }) => respond(listTransfers(query)))
       .handle("get", ({ params }) => respond(getTransfer(params.transfer_id)))
       .handle("verify", ({ params }) => respond(verifyTransaction(params.transaction_id))),
   ),
