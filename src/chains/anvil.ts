@@ -4,6 +4,7 @@
  * (`--port 0`), so parallel test files never collide.
  */
 import { type ChildProcess, spawn } from "node:child_process"
+import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as path from "node:path"
 import { createInterface } from "node:readline"
@@ -50,7 +51,8 @@ export function anvilBinary(): string {
  * @example const node = await startAnvil({ chain_id: 31337 }); ...; await node.stop()
  */
 export async function startAnvil(options: AnvilOptions): Promise<AnvilNode> {
-  const child = spawn(anvilBinary(), anvilArguments(options), { stdio: ["ignore", "pipe", "pipe"] })
+  const [command, ...args] = diesWithParent([anvilBinary(), ...anvilArguments(options)])
+  const child = spawn(command as string, args, { stdio: ["ignore", "pipe", "pipe"] })
   const port = await listeningPort(child)
   const rpc_url = `http://127.0.0.1:${port}`
   let request_id = 0
@@ -74,6 +76,20 @@ export async function startAnvil(options: AnvilOptions): Promise<AnvilNode> {
     },
     stop: () => stopProcess(child),
   }
+}
+
+/** util-linux's setpriv, where this machine has it (it sets the parent-death signal, then execs). */
+const setpriv = ["/usr/bin/setpriv", "/bin/setpriv"].find((candidate) => fs.existsSync(candidate))
+
+/**
+ * The command line, run so that the node is killed when its parent process dies: a platform or
+ * test process that crashes or is killed (SIGKILL) would otherwise leave its anvils running. On
+ * Linux with setpriv the kernel does it (PR_SET_PDEATHSIG); elsewhere a clean stop still stops them.
+ */
+function diesWithParent(command: ReadonlyArray<string>): ReadonlyArray<string> {
+  return process.platform === "linux" && setpriv !== undefined
+    ? [setpriv, "--pdeathsig", "KILL", ...command]
+    : command
 }
 
 function anvilArguments(options: AnvilOptions): Array<string> {

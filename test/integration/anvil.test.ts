@@ -1,6 +1,9 @@
 // Proves the anvil harness: it starts a real node on a free port with the asked chain id, funds the
-// mnemonic's accounts, honours a block time, sets balances, and stops for good (twice is harmless).
+// mnemonic's accounts, honours a block time, sets balances, and stops for good (twice is harmless);
+// a node whose parent process is killed outright dies with it.
 
+import { spawn } from "node:child_process"
+import * as path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { type AnvilNode, startAnvil } from "../../src/chains/anvil.ts"
 import { test_mnemonic, testWallet } from "../support/evm.ts"
@@ -36,5 +39,39 @@ describe("startAnvil", () => {
     await node.stop()
     await node.stop()
     await expect(node.rpc("eth_chainId")).rejects.toThrow()
+  })
+
+  it("dies with its parent: a process killed with SIGKILL leaves no anvil behind", async () => {
+    const module = path.resolve(import.meta.dirname, "../../src/chains/anvil.ts")
+    const script =
+      `const { startAnvil } = await import(${JSON.stringify(module)});` +
+      "const node = await startAnvil({ chain_id: 4343 }); console.log(node.rpc_url); setInterval(() => {}, 1000)"
+    const parent = spawn(process.execPath, ["--input-type=module", "-e", script], {
+      stdio: ["ignore", "pipe", "inherit"],
+    })
+    const rpc_url = await new Promise<string>((resolve, reject) => {
+      parent.stdout.setEncoding("utf8").once("data", (line: string) => resolve(line.trim()))
+      parent.once("exit", (code) =>
+        reject(new Error(`the parent exited (${code}) before its anvil listened`)),
+      )
+    })
+    const chainId = () =>
+      fetch(rpc_url, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] }),
+      })
+    expect((await chainId()).ok).toBe(true)
+    parent.kill("SIGKILL")
+    const deadline = Date.now() + 10_000
+    let alive = true
+    while (alive && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      alive = await chainId().then(
+        () => true,
+        () => false,
+      )
+    }
+    expect(alive).toBe(false)
   })
 })
