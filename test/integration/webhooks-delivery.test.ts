@@ -493,43 +493,37 @@ describe("redelivery and test events", () => {
     })
   })
 
-  it("ends a pending delivery as failed, without a request, once its endpoint is deleted", async () => {
-    const scope = newTenant()
-    const receiver = await startReceiver(() => ({ status: 500 }))
-    const webhook = await createWebhook(db.pool, scope, { url: receiver.url, events: ["payment.completed"] })
-    await start({ retry_schedule: { ...fast, delay_base_ms: 1_000, delay_max_ms: 1_000 } })
-    await enqueue(scope, "payment.completed")
-    const first = await waitFor("the first attempt", async () => {
-      const delivery = (await listDeliveries(db.pool, scope, webhook.webhook_id))?.data[0]
-      return delivery?.attempt_count === 1 ? delivery : undefined
-    })
-    await deleteWebhook(db.pool, scope, webhook.webhook_id)
-    const failed = await waitFor("the delivery to fail", async () => {
-      const delivery = await getDelivery(db.pool, scope, first.delivery_id)
-      return delivery?.status === "failed" ? delivery : undefined
-    })
-    expect(failed.attempt_count).toBe(1)
-    expect(receiver.received).toHaveLength(1)
-  })
-
-  it("ends a pending delivery as failed, without a request, once its endpoint is disabled", async () => {
-    const scope = newTenant()
-    const receiver = await startReceiver(() => ({ status: 500 }))
-    const webhook = await createWebhook(db.pool, scope, { url: receiver.url, events: ["payment.completed"] })
-    await start({ retry_schedule: { ...fast, delay_base_ms: 1_000, delay_max_ms: 1_000 } })
-    await enqueue(scope, "payment.completed")
-    const first = await waitFor("the first attempt", async () => {
-      const delivery = (await listDeliveries(db.pool, scope, webhook.webhook_id))?.data[0]
-      return delivery?.attempt_count === 1 ? delivery : undefined
-    })
-    await updateWebhook(db.pool, scope, webhook.webhook_id, { enabled: false })
-    const failed = await waitFor("the delivery to fail", async () => {
-      const delivery = await getDelivery(db.pool, scope, first.delivery_id)
-      return delivery?.status === "failed" ? delivery : undefined
-    })
-    expect(failed.attempt_count).toBe(1)
-    expect(receiver.received).toHaveLength(1)
-  })
+  it.each([
+    ["deleted", (scope: TenantScope, webhook_id: string) => deleteWebhook(db.pool, scope, webhook_id)],
+    [
+      "disabled",
+      (scope: TenantScope, webhook_id: string) =>
+        updateWebhook(db.pool, scope, webhook_id, { enabled: false }),
+    ],
+  ] as const)(
+    "ends a pending delivery as failed, without a request, once its endpoint is %s",
+    async (_, endIt) => {
+      const scope = newTenant()
+      const receiver = await startReceiver(() => ({ status: 500 }))
+      const webhook = await createWebhook(db.pool, scope, {
+        url: receiver.url,
+        events: ["payment.completed"],
+      })
+      await start({ retry_schedule: { ...fast, delay_base_ms: 1_000, delay_max_ms: 1_000 } })
+      await enqueue(scope, "payment.completed")
+      const first = await waitFor("the first attempt", async () => {
+        const delivery = (await listDeliveries(db.pool, scope, webhook.webhook_id))?.data[0]
+        return delivery?.attempt_count === 1 ? delivery : undefined
+      })
+      await endIt(scope, webhook.webhook_id)
+      const failed = await waitFor("the delivery to fail", async () => {
+        const delivery = await getDelivery(db.pool, scope, first.delivery_id)
+        return delivery?.status === "failed" ? delivery : undefined
+      })
+      expect(failed.attempt_count).toBe(1)
+      expect(receiver.received).toHaveLength(1)
+    },
+  )
 })
 
 describe("production endpoints", () => {
