@@ -11,6 +11,7 @@ import { hash } from "node:crypto"
 import { Context, Deferred, Effect, type Exit } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import {
+  anyRequestOf,
   findStoredResponse,
   inTransaction,
   isSealedBody,
@@ -19,7 +20,6 @@ import {
   storeResponses,
 } from "../platform/idempotency.ts"
 import { Platform } from "../platform/service.ts"
-import { legacy_transfer_fingerprint } from "../transfers/schema.ts"
 import { ApiError } from "./errors.ts"
 
 /** JSON with object keys sorted, so that two spellings of one body fingerprint alike. */
@@ -173,11 +173,7 @@ export const idempotent = <A, R>(
         findStoredResponse(pool, scope.tenant_id, scope.environment, key),
       )
       if (stored === undefined) return yield* run(ticket)
-      // A transfer's key from before transfers stored theirs: its retry is a replay (the transfer
-      // handler answers the transfer as it is now), any other use of the key a 409.
-      const legacyTransfer =
-        stored.fingerprint === legacy_transfer_fingerprint && operation === "transfers.create"
-      if (stored.fingerprint !== fingerprint && !legacyTransfer) {
+      if (stored.fingerprint !== fingerprint && stored.fingerprint !== anyRequestOf(operation)) {
         // Under another KEK every keyed fingerprint differs: a sealed record this key cannot open is
         // answered as unreadable, not as a different request.
         if (isSealedBody(stored.response_body)) yield* storedBody(stored, sealer)

@@ -52,6 +52,13 @@ export const findStoredResponse = async (
     )
   ).rows[0]
 
+/**
+ * The fingerprint of a record whose request's own fingerprint was never kept (a key copied by a
+ * migration): it matches any request of `operation`, and no request of another.
+ * @example anyRequestOf("transfers.create") // "any:transfers.create"
+ */
+export const anyRequestOf = (operation: string): string => `any:${operation}`
+
 /** Where a stored response belongs: what a sealed body is bound to. */
 export interface ResponseIdentity {
   readonly tenant_id: string

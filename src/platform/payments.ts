@@ -101,20 +101,36 @@ const collect = (appended: ReadonlyArray<AppendedCommand>): Collected => {
   return collected
 }
 
-const completeSettled = async (client: pg.PoolClient, settlements: Collected["settlements"]) => {
-  if (settlements.length === 0) return []
+/**
+ * Moves the pending payments that `rows` name (tenant, environment, transaction id) with `set`,
+ * whose other fields it reads from each row as `columns` declares; answers the rows as they are now.
+ * A payment no longer pending is left as it is.
+ */
+const updatePending = async (
+  client: pg.PoolClient,
+  rows: ReadonlyArray<object>,
+  set: string,
+  columns: string,
+): Promise<Array<PaymentRow>> => {
+  if (rows.length === 0) return []
   const updated = await client.query(
-    `update platform.payments p
-        set status = 'completed', to_wallet_id = s.to_wallet_id, completed_at = s.completed_at
-       from jsonb_to_recordset($1::jsonb) as s(tenant_id text, environment text, transaction_id text,
-            to_wallet_id text, completed_at timestamptz)
-      where p.transaction_id = s.transaction_id and p.tenant_id = s.tenant_id
-        and p.environment = s.environment and p.status = 'pending'
+    `update platform.payments p set ${set}
+       from jsonb_to_recordset($1::jsonb) as r(tenant_id text, environment text, transaction_id text, ${columns})
+      where p.transaction_id = r.transaction_id and p.tenant_id = r.tenant_id
+        and p.environment = r.environment and p.status = 'pending'
       returning p.*`,
-    [JSON.stringify(settlements)],
+    [JSON.stringify(rows)],
   )
   return updated.rows.map(fromDb)
 }
+
+const completeSettled = (client: pg.PoolClient, settlements: Collected["settlements"]) =>
+  updatePending(
+    client,
+    settlements,
+    "status = 'completed', to_wallet_id = r.to_wallet_id, completed_at = r.completed_at",
+    "to_wallet_id text, completed_at timestamptz",
+  )
 
 const failReleased = async (client: pg.PoolClient, released: Collected["released"]) => {
   const failed: Array<PaymentRow> = []
@@ -133,20 +149,13 @@ const failReleased = async (client: pg.PoolClient, released: Collected["released
   return failed
 }
 
-const failRefused = async (client: pg.PoolClient, refusals: Collected["refusals"]) => {
-  if (refusals.length === 0) return []
-  const updated = await client.query(
-    `update platform.payments p
-        set status = 'failed', failure_code = r.failure_code, failure_message = r.failure_message, failed_at = now()
-       from jsonb_to_recordset($1::jsonb) as r(tenant_id text, environment text, transaction_id text,
-            failure_code text, failure_message text)
-      where p.transaction_id = r.transaction_id and p.tenant_id = r.tenant_id
-        and p.environment = r.environment and p.status = 'pending'
-      returning p.*`,
-    [JSON.stringify(refusals)],
+const failRefused = (client: pg.PoolClient, refusals: Collected["refusals"]) =>
+  updatePending(
+    client,
+    refusals,
+    "status = 'failed', failure_code = r.failure_code, failure_message = r.failure_message, failed_at = now()",
+    "failure_code text, failure_message text",
   )
-  return updated.rows.map(fromDb)
-}
 
 /**
  * The writer's transaction hook: payment rows, completed settlements, lapsed reservations, their

@@ -5,8 +5,10 @@
  */
 import type { Migration } from "../db/migrate.ts"
 
+import { anyRequestOf } from "../platform/idempotency.ts"
+
 /** The fingerprint of a transfer's key copied from before transfers kept theirs (migration 502). */
-export const legacy_transfer_fingerprint = "chain_transfer:before-502"
+export const legacy_transfer_fingerprint = anyRequestOf("transfers.create")
 
 export const transferMigrations: ReadonlyArray<Migration> = [
   {
@@ -73,8 +75,8 @@ alter table platform.chain_transfers
     name: "chain transfer idempotency keys in the shared store",
     // Transfers store their key in platform.idempotency_keys since this version, so no other
     // endpoint can take it. Keys of earlier transfers are copied there with a marker fingerprint
-    // (their request's fingerprint was never kept): a transfer retry with one is a replay, any
-    // other endpoint's request with one is 409 (src/http/idempotency.ts).
+    // (their request's fingerprint was never kept, so it matches any transfer request): a transfer
+    // retry with one is a replay, any other endpoint's request with one is 409.
     sql: `
 insert into platform.idempotency_keys
   (tenant_id, environment, idempotency_key, fingerprint, response_status, response_body, created_at)

@@ -46,6 +46,14 @@ const cursorTables = {
   webhook_deliveries: ["platform.webhook_deliveries", "delivery_id"],
 } as const
 
+/** The 400 for a `starting_after` that names no item of the list. */
+export const invalidCursor = (starting_after: string) =>
+  badRequest(
+    "invalid_cursor",
+    `starting_after must be the id of an item of this list (the next_cursor of the page before); ${JSON.stringify(starting_after.slice(0, 80))} is not one.`,
+    "starting_after",
+  )
+
 /**
  * A list's `starting_after`: absent or empty means the first page; anything else must be the id of
  * an item of that list that the caller can see (its tenant and environment), else 400
@@ -69,15 +77,7 @@ export const listCursor = (
       ]),
     ),
     (found) =>
-      found.rows.length > 0
-        ? Effect.succeed(starting_after)
-        : Effect.fail(
-            badRequest(
-              "invalid_cursor",
-              `starting_after must be the id of an item of this list (the next_cursor of the page before); ${JSON.stringify(starting_after.slice(0, 80))} is not one.`,
-              "starting_after",
-            ),
-          ),
+      found.rows.length > 0 ? Effect.succeed(starting_after) : Effect.fail(invalidCursor(starting_after)),
   )
 }
 

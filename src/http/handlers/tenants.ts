@@ -32,7 +32,7 @@ import { Platform } from "../../platform/service.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
 import { ApiError, badRequest, conflict, forbidden, notFound } from "../errors.ts"
 import { idempotent, StoredResponseSealer, storeAfterwards, storedResponse } from "../idempotency.ts"
-import { characterCount, db, dbUnique, parseLimit, respond, text } from "./common.ts"
+import { characterCount, db, dbUnique, invalidCursor, parseLimit, respond, text } from "./common.ts"
 
 const password_length_min = 10
 const password_length_max = 256
@@ -418,11 +418,7 @@ export const KeysHandlers = HttpApiBuilder.group(PlatformApi, "apiKeys", (handle
             const starting_after = query.starting_after === "" ? undefined : query.starting_after
             const page = yield* db(() => listKeys(pool, caller.tenant_id, { starting_after, limit }))
             if (page !== undefined) return page
-            return yield* badRequest(
-              "invalid_cursor",
-              `starting_after must be the id of an item of this list (the next_cursor of the page before); ${JSON.stringify((starting_after ?? "").slice(0, 80))} is not one.`,
-              "starting_after",
-            )
+            return yield* invalidCursor(starting_after ?? "")
           }),
         ),
       )
