@@ -1,6 +1,10 @@
 /**
  * The embedded PostgreSQL server: real PostgreSQL 18 binaries from the npm registry, run in a data
  * directory of ours on a free loopback port. Used whenever DATABASE_URL is unset.
+ *
+ * Clients connect through the server's Unix-domain socket in that directory: every round trip skips
+ * the TCP stack, which on loopback costs both ends a kernel pass per write (the ledger's commits and
+ * the platform's lookups are many small round trips). The TCP port stays open for tools.
  */
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
@@ -110,9 +114,32 @@ const binariesDir = (): string => {
   )
 }
 
+/** The connection URL through the socket: node-postgres reads a host that is a path as the socket's directory. */
+const serverUrl = (databaseDir: string, port: number): string =>
+  `postgres://${user}:${password}@${encodeURIComponent(databaseDir)}:${port}/postgres`
+
+/** The most bytes a Unix-domain socket path may have on Linux (sun_path, less its NUL). */
+const socket_path_bytes_max = 107
+
+/**
+ * PostgreSQL refuses to start when its socket path does not fit (and said so only in its log):
+ * fail first, naming the setting to change.
+ */
+const ensureSocketPathFits = (dataDir: string): void => {
+  // The longest port (5 digits), so that whatever port the server gets, its socket fits.
+  const suffix = Buffer.byteLength(path.join("pg", ".s.PGSQL.65535")) + 1
+  const bytes = Buffer.byteLength(path.resolve(dataDir))
+  if (bytes + suffix > socket_path_bytes_max) {
+    throw new Error(
+      `DATA_DIR ${dataDir} is too long for the embedded PostgreSQL's socket: it has ${bytes} bytes and may have at most ${socket_path_bytes_max - suffix}`,
+    )
+  }
+}
+
 /** Initialises (first time only) and starts the embedded server. Restarting keeps all data. */
 export const startEmbedded = async (options: EmbeddedOptions): Promise<EmbeddedServer> => {
   const databaseDir = path.join(options.dataDir, "pg")
+  ensureSocketPathFits(options.dataDir)
   fs.mkdirSync(options.dataDir, { recursive: true })
   // The server runs as the unprivileged `postgres` user when we are root: it must be able to reach
   // the data directory through every parent.
@@ -122,7 +149,7 @@ export const startEmbedded = async (options: EmbeddedOptions): Promise<EmbeddedS
   const running = runningServer(databaseDir)
   if (running !== undefined) {
     const owner = readOwner(databaseDir)
-    const url = `postgres://${user}:${password}@127.0.0.1:${running.port}/postgres`
+    const url = serverUrl(databaseDir, running.port)
     if (owner !== undefined && owner !== process.pid && isAlive(owner)) {
       // Another live process of ours owns the server: share it, never stop it.
       return { url, port: running.port, stop: async () => {} }
@@ -175,7 +202,7 @@ export const startEmbedded = async (options: EmbeddedOptions): Promise<EmbeddedS
   await server.start()
   fs.writeFileSync(ownerFile(databaseDir), String(process.pid))
   return {
-    url: `postgres://${user}:${password}@127.0.0.1:${port}/postgres`,
+    url: serverUrl(databaseDir, port),
     port,
     stop: () => server.stop(),
   }
