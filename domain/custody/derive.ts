@@ -227,6 +227,58 @@ export function canonicalAddress(chain: CustodyChain, address: string): string |
 }
 
 /**
+ * The account an address names, as bytes, or null when `isValidAddress` refuses it: an EVM
+ * address's 20 bytes (any case), a Tron address's 21 (prefix included), a Solana key's 32, a TON
+ * address's workchain byte and 32-byte hash (raw or user-friendly, bounceable or not: one account).
+ * Two spellings name one account exactly when these bytes are equal.
+ */
+function accountBytes(chain: CustodyChain, address: string): Uint8Array | null {
+  if (!isValidAddress(chain, address)) return null
+  const family = chainFamily(chain)
+  switch (family) {
+    case "evm":
+      return Buffer.from(address.slice(2), "hex")
+    case "tron":
+      return tron_base58check.decode(address)
+    case "solana":
+      return base58.decode(address)
+    case "ton": {
+      const parsed = Address.isRaw(address)
+        ? Address.parseRaw(address)
+        : Address.parseFriendly(address).address
+      return concatBytes(new Uint8Array([parsed.workChain & 0xff]), parsed.hash)
+    }
+    default:
+      return assertNever(family)
+  }
+}
+
+/**
+ * Whether two addresses of `chain` name the same account, however each is spelled (EVM case, TON's
+ * raw and user-friendly forms). False when either is not an address of the chain.
+ * @example sameAddress("ton", "0:83df...", "UQCD3...") // true when both are one account
+ */
+export function sameAddress(chain: CustodyChain, a: string, b: string): boolean {
+  const left = accountBytes(chain, a)
+  const right = accountBytes(chain, b)
+  return left !== null && right !== null && Buffer.from(left).equals(right)
+}
+
+/**
+ * Whether `address` is its chain's null account: all-zero account bytes (EVM's 0x000...000, Tron's
+ * T9yD14Nj9j7xAB4dbGeiX9h8unkKHxuWwb, Solana's 111...111 system program, TON's zero hash). Tokens
+ * sent there are burned: nobody holds its key.
+ * @example isNullAddress("ethereum", "0x0000000000000000000000000000000000000000") // true
+ */
+export function isNullAddress(chain: CustodyChain, address: string): boolean {
+  const bytes = accountBytes(chain, address)
+  if (bytes === null) return false
+  // Tron's first byte is the network prefix, TON's the workchain: the account is the rest.
+  const account = chainFamily(chain) === "tron" || chainFamily(chain) === "ton" ? bytes.subarray(1) : bytes
+  return account.every((byte) => byte === 0)
+}
+
+/**
  * SLIP-0010 ed25519 derivation along `indices`, all hardened (ed25519 has no public derivation).
  * Exported for the SLIP-0010 test vectors, which start from 16-byte seeds.
  * @example deriveSlip10Ed25519(seed, [44 + 0x8000_0000, 501 + 0x8000_0000]).public_key.length // 32

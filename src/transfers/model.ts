@@ -150,6 +150,16 @@ export class InvalidDestinationAddress extends Data.TaggedError("InvalidDestinat
   readonly address: string
 }> {}
 
+/**
+ * The destination is an address of the chain where tokens would be lost or nothing would move: the
+ * sending wallet itself, the token's own contract (or mint), or the chain's null account.
+ */
+export class UnusableDestination extends Data.TaggedError("UnusableDestination")<{
+  readonly chain: string
+  readonly address: string
+  readonly reason: "own_address" | "token_contract" | "null_address"
+}> {}
+
 /** The amount is zero or negative. */
 export class TransferAmountNotPositive extends Data.TaggedError("TransferAmountNotPositive")<{
   readonly amount: bigint

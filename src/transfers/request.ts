@@ -8,7 +8,12 @@
 import { Effect } from "effect"
 import type pg from "pg"
 import { assert } from "../../domain/assert.ts"
-import { type CustodyChain, canonicalAddress } from "../../domain/custody/derive.ts"
+import {
+  type CustodyChain,
+  canonicalAddress,
+  isNullAddress,
+  sameAddress,
+} from "../../domain/custody/derive.ts"
 import { paymentFee, paymentTransfers } from "../../domain/ledger/fee.ts"
 import type { Asset } from "../../domain/money/asset.ts"
 import type { Environment } from "../../domain/platform/scopes.ts"
@@ -35,6 +40,7 @@ import {
   TransferAmountNotPositive,
   type TransferRow,
   UnsupportedChain,
+  UnusableDestination,
 } from "./model.ts"
 import { adapterFor, type ChainRoutes } from "./routes.ts"
 
@@ -91,6 +97,7 @@ export interface RequestedTransfer {
 
 export type RequestError =
   | InvalidDestinationAddress
+  | UnusableDestination
   | TransferAmountNotPositive
   | UnsupportedChain
   | WriterError
@@ -110,6 +117,11 @@ const validate = (deps: RequestDeps, request: TransferRequest): Effect.Effect<st
   const to_address = canonicalAddress(chain, request.to_address)
   if (to_address === null)
     return Effect.fail(new InvalidDestinationAddress({ chain, address: request.to_address }))
+  const unusable = (reason: UnusableDestination["reason"]) =>
+    Effect.fail(new UnusableDestination({ chain, address: to_address, reason }))
+  if (sameAddress(chain, to_address, request.wallet.address)) return unusable("own_address")
+  if (sameAddress(chain, to_address, request.token.contract)) return unusable("token_contract")
+  if (isNullAddress(chain, to_address)) return unusable("null_address")
   return Effect.succeed(to_address)
 }
 

@@ -6,6 +6,7 @@
 // (the faucet's mint is not one); GET /api/v1/transactions/{id}/verify re-reads the jetton transfer;
 // the reconciliation of USDT on TON matches. The chain lives inside the platform process, so the
 // test sees it only through the API: balances, proofs, verification and reconciliation.
+import { Address } from "@ton/core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { paymentFee } from "../../domain/ledger/fee.ts"
 import { formatAmount } from "../../domain/money/amount.ts"
@@ -159,7 +160,7 @@ describe("TON in the sandbox", () => {
     })
   })
 
-  it("refuses an address that is not TON's and a token TON does not carry", async () => {
+  it("refuses an address that is not TON's, a token TON does not carry and the sender's own address", async () => {
     const body = { from_wallet: sender.wallet_id, amount: "1", chain: "ton" }
     expectError(
       await client.post("/api/v2/transfers", { ...body, token: "USDT", to_address: "0x1234" }),
@@ -170,6 +171,16 @@ describe("TON in the sandbox", () => {
       await client.post("/api/v2/transfers", { ...body, token: "USDC", to_address: recipient.address }),
       400,
       "unknown_token",
+    )
+    // The sender's own account in its raw spelling is still the sender.
+    expectError(
+      await client.post("/api/v2/transfers", {
+        ...body,
+        token: "USDT",
+        to_address: Address.parse(sender.address).toRawString(),
+      }),
+      422,
+      "same_address",
     )
   })
 })

@@ -326,6 +326,46 @@ describe("POST /api/v2/transfers on the local chain", () => {
     expectError(await client.get("/api/v2/transfers/txn_missing"), 404, "transfer_not_found")
   })
 
+  it("refuses 422 its own address, the token's contract and the null address, however spelled, moving nothing", async () => {
+    const balanceOf = async () =>
+      expectOk(await client.get<typeof Balance.Type>(`/api/v1/wallets/${wallet.wallet_id}/balance`))
+    const transfers = async () =>
+      expectOk(
+        await client.get<{ data: ReadonlyArray<TransferView> }>(
+          `/api/v2/transfers?wallet_id=${wallet.wallet_id}&limit=100`,
+        ),
+      ).data.length
+    const before = {
+      balance: await balanceOf(),
+      transfers: await transfers(),
+      chain: await tokenBalance(wallet.address as Address),
+    }
+    expect(before.chain).toBeGreaterThan(0n)
+    const cases: ReadonlyArray<readonly [string, string]> = [
+      [wallet.address.toLowerCase(), "same_address"],
+      [`0x${usdc.slice(2).toUpperCase()}`, "token_contract_address"],
+      [usdc.toLowerCase(), "token_contract_address"],
+      ["0x0000000000000000000000000000000000000000", "null_address"],
+    ]
+    for (const [to_address, code] of cases) {
+      const error = expectError(
+        await client.post("/api/v2/transfers", {
+          from_wallet: wallet.wallet_id,
+          to_address,
+          amount: "1",
+          token: "USDC",
+          chain: "ethereum",
+        }),
+        422,
+        code,
+      )
+      expect(error.param).toBe("to_address")
+    }
+    expect(await balanceOf()).toEqual(before.balance)
+    expect(await transfers()).toBe(before.transfers)
+    expect(await tokenBalance(wallet.address as Address)).toBe(before.chain)
+  })
+
   it("lists the tenant's transfers newest first, by cursor, filtered by wallet and status", async () => {
     interface Page {
       readonly data: ReadonlyArray<TransferView>
@@ -594,7 +634,7 @@ describe("POST /api/v2/transfers on the local Solana chain", () => {
     })
   })
 
-  it("refuses a bad Solana address before any money moves", async () => {
+  it("refuses a bad Solana address, its own, the mint and the null account before any money moves", async () => {
     const sender = expectOk(
       await client.post<typeof Wallet.Type>("/api/v1/wallets", {
         external_id: "solana-bad-address",
@@ -614,5 +654,25 @@ describe("POST /api/v2/transfers on the local Solana chain", () => {
       400,
       "invalid_address",
     )
+    // Its own address and the USDC mint are Solana addresses where nothing would arrive.
+    const chains = expectOk(await client.get<{ data: ReadonlyArray<ChainView> }>("/api/v2/chains")).data
+    const mint = chains.find((chain) => chain.chain === "solana")?.tokens.find((t) => t.token === "USDC")
+    for (const [to_address, code] of [
+      [sender.address, "same_address"],
+      [mint?.contract_address ?? "", "token_contract_address"],
+      ["11111111111111111111111111111111", "null_address"],
+    ] as const) {
+      expectError(
+        await client.post("/api/v2/transfers", {
+          from_wallet: sender.wallet_id,
+          to_address,
+          amount: "1",
+          token: "USDC",
+          chain: "solana",
+        }),
+        422,
+        code,
+      )
+    }
   })
 })

@@ -6,7 +6,7 @@
 import { inspect } from "node:util"
 import { bytesToHex, hexToBytes } from "@noble/hashes/utils.js"
 import { mnemonicToSeedSync } from "@scure/bip39"
-import { beginCell, Cell, contractAddress } from "@ton/core"
+import { Address, beginCell, Cell, contractAddress } from "@ton/core"
 import { describe, expect, it } from "vitest"
 import { AssertionFailed } from "../../domain/assert.ts"
 import {
@@ -17,7 +17,9 @@ import {
   deriveSigningKey,
   deriveSlip10Ed25519,
   evmChains,
+  isNullAddress,
   isValidAddress,
+  sameAddress,
   tonWalletStateInit,
   type WalletKeyRef,
 } from "../../domain/custody/derive.ts"
@@ -455,4 +457,54 @@ describe("isValidAddress", () => {
       expect(isValidAddress(chain, address)).toBe(valid)
     })
   }
+})
+
+describe("sameAddress and isNullAddress", () => {
+  const eth = deriveAddress(abandonSeed, { chain: "ethereum", tenant_index: 0, wallet_index: 0 })
+  const other_eth = deriveAddress(abandonSeed, { chain: "ethereum", tenant_index: 0, wallet_index: 1 })
+  const ton = Address.parse(deriveAddress(abandonSeed, { chain: "ton", tenant_index: 0, wallet_index: 0 }))
+  const sol = deriveAddress(abandonSeed, { chain: "solana", tenant_index: 0, wallet_index: 0 })
+  const tron = deriveAddress(abandonSeed, { chain: "tron", tenant_index: 0, wallet_index: 0 })
+
+  it("takes every spelling of one account as the same address, and no other", () => {
+    expect(sameAddress("ethereum", eth, eth.toLowerCase())).toBe(true)
+    expect(sameAddress("bsc", eth, `0x${eth.slice(2).toUpperCase()}`)).toBe(true)
+    expect(sameAddress("ethereum", eth, other_eth)).toBe(false)
+    const spellings = [
+      ton.toRawString(),
+      ton.toString({ bounceable: true, urlSafe: true }),
+      ton.toString({ bounceable: false, urlSafe: true }),
+      ton.toString({ bounceable: true, urlSafe: false }),
+      ton.toString({ bounceable: false, urlSafe: true, testOnly: true }),
+    ]
+    for (const a of spellings) for (const b of spellings) expect(sameAddress("ton", a, b)).toBe(true)
+    // The same hash on the masterchain is another account.
+    expect(sameAddress("ton", ton.toRawString(), `-1:${ton.hash.toString("hex")}`)).toBe(false)
+    expect(sameAddress("solana", sol, sol)).toBe(true)
+    expect(sameAddress("tron", tron, tron)).toBe(true)
+    expect(sameAddress("tron", tron, "T9yD14Nj9j7xAB4dbGeiX9h8unkKHxuWwb")).toBe(false)
+  })
+
+  it("is false when either side is not an address of the chain", () => {
+    expect(sameAddress("ethereum", "0x1234", "0x1234")).toBe(false)
+    expect(sameAddress("solana", eth, eth)).toBe(false)
+  })
+
+  it("knows each chain's null account in any spelling, and nothing else", () => {
+    expect(isNullAddress("ethereum", `0x${"0".repeat(40)}`)).toBe(true)
+    expect(isNullAddress("polygon", `0x${"0".repeat(39)}1`)).toBe(false)
+    expect(isNullAddress("tron", "T9yD14Nj9j7xAB4dbGeiX9h8unkKHxuWwb")).toBe(true)
+    expect(isNullAddress("solana", "11111111111111111111111111111111")).toBe(true)
+    const zero = new Address(0, Buffer.alloc(32))
+    expect(isNullAddress("ton", zero.toRawString())).toBe(true)
+    expect(isNullAddress("ton", zero.toString({ bounceable: false, urlSafe: true }))).toBe(true)
+    for (const [chain, address] of [
+      ["ethereum", eth],
+      ["ton", ton.toRawString()],
+      ["solana", sol],
+      ["tron", tron],
+    ] as const)
+      expect(isNullAddress(chain, address)).toBe(false)
+    expect(isNullAddress("ethereum", "not an address")).toBe(false)
+  })
 })

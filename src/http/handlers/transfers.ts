@@ -7,14 +7,19 @@
 import { Effect } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
-import { assert } from "../../../domain/assert.ts"
+import { assert, assertNever } from "../../../domain/assert.ts"
 import { isWalletChain, type WalletChain, walletChains } from "../../../domain/platform/tokens.ts"
 import { toPage } from "../../db/page.ts"
 import type { Caller } from "../../platform/credentials.ts"
 import { Platform } from "../../platform/service.ts"
 import { getPayment } from "../../platform/transactions.ts"
 import { Chains } from "../../ports/chains.ts"
-import { fromDb, type TransferRow, toPublicTransfer } from "../../transfers/model.ts"
+import {
+  fromDb,
+  type TransferRow,
+  toPublicTransfer,
+  type UnusableDestination,
+} from "../../transfers/model.ts"
 import { type RequestError, requestTransfer, transferByIdempotencyKey } from "../../transfers/request.ts"
 import { chainRoutes } from "../../transfers/routes.ts"
 import { verifyTransfer } from "../../transfers/verify.ts"
@@ -36,6 +41,32 @@ interface TransferPayload {
   readonly chain: string
 }
 
+/** A destination where the tokens would be lost, or would not move: 422, with what it is. */
+const unusableDestination = (error: UnusableDestination): ApiError => {
+  switch (error.reason) {
+    case "own_address":
+      return unprocessable(
+        "same_address",
+        "to_address is the sending wallet's own address: a transfer there moves nothing and costs the fee.",
+        "to_address",
+      )
+    case "token_contract":
+      return unprocessable(
+        "token_contract_address",
+        `to_address is the token's own contract on ${error.chain}: tokens sent there cannot be recovered.`,
+        "to_address",
+      )
+    case "null_address":
+      return unprocessable(
+        "null_address",
+        `to_address is the null address of ${error.chain}: tokens sent there are burned.`,
+        "to_address",
+      )
+    default:
+      return assertNever(error.reason)
+  }
+}
+
 /** The one table from the transfer flow's errors to API errors. */
 const transferApiError = (error: RequestError): Effect.Effect<never, ApiError> => {
   switch (error._tag) {
@@ -43,6 +74,8 @@ const transferApiError = (error: RequestError): Effect.Effect<never, ApiError> =
       return Effect.fail(
         badRequest("invalid_address", `to_address is not an address on ${error.chain}.`, "to_address"),
       )
+    case "UnusableDestination":
+      return Effect.fail(unusableDestination(error))
     case "TransferAmountNotPositive":
       return Effect.fail(badRequest("amount_zero", "amount must be greater than zero.", "amount"))
     case "UnsupportedChain":
