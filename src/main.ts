@@ -28,6 +28,7 @@ import { type Custody, makeCustody, resolveKek } from "./custody/vault.ts"
 import { openDatabase } from "./db/open.ts"
 import { depositHook } from "./deposits/hook.ts"
 import { type DepositToken, startDepositWatcher, type WatchedChain } from "./deposits/watcher.ts"
+import { WebhookSecrets } from "./http/handlers/webhooks.ts"
 import { StoredResponseSealer } from "./http/idempotency.ts"
 import { HttpServerLive } from "./http/server.ts"
 import { ExpirySweeperLive } from "./ledger/expiry.ts"
@@ -51,6 +52,7 @@ import { chainRoutes } from "./transfers/routes.ts"
 import { createTransferQueue, startTransferWorker } from "./transfers/worker.ts"
 import { startWebhookEngine } from "./webhooks/engine.ts"
 import { retrySchedule } from "./webhooks/retry.ts"
+import { makeWebhookSecretBox } from "./webhooks/secrets.ts"
 import { enqueueSubscribedEvents, redeliver } from "./webhooks/store.ts"
 
 const config = readConfig()
@@ -136,10 +138,12 @@ const WebhookEngineLive = Layer.effect(
   Effect.gen(function* () {
     const logError = yield* errorLogger
     const { pool } = yield* Database
+    const secrets = yield* WebhookSecrets
     const engine = yield* Effect.acquireRelease(
       Effect.promise(() =>
         startWebhookEngine({
           pool,
+          secrets,
           options: {
             retry_schedule: { ...retrySchedule, delay_base_ms: config.webhookRetryBaseMs },
             onError: (error) => logError("webhook engine error", String(error)),
@@ -185,8 +189,8 @@ const LedgerLive = Layer.effectContext(
 const CustodyVault = Context.Service<Custody>("platform/CustodyVault")
 
 /**
- * What the KEK keys, from one reading of it: the custody vault, and the sealer of stored responses
- * that carry an API key (under its own key derived from the KEK).
+ * What the KEK keys, from one reading of it: the custody vault, the sealer of stored responses
+ * that carry an API key, and the webhook signing secrets (each under its own key derived from it).
  */
 const CustodyVaultLive = Layer.effectContext(
   Effect.gen(function* () {
@@ -198,6 +202,7 @@ const CustodyVaultLive = Layer.effectContext(
       yield* Effect.logWarning("CUSTODY_KEK is unset: using a key file in DATA_DIR (development only)")
     return Context.make(CustodyVault, makeCustody(pool, kek)).pipe(
       Context.add(StoredResponseSealer, makeResponseSealer(kek)),
+      Context.add(WebhookSecrets, makeWebhookSecretBox(kek)),
     )
   }),
 )

@@ -24,9 +24,12 @@ import { signature_header, signPayload } from "../../domain/webhooks/signature.t
 import { pinnedLookup, resolvePublicAddresses } from "./endpoint-guard.ts"
 import { type DeliveryJob, sendDeliveryJobs } from "./queue.ts"
 import { type RetrySchedule, retryDelayMs } from "./retry.ts"
+import { type WebhookSecretBox, WebhookSecretUnreadable } from "./secrets.ts"
 import { inTransaction } from "./store.ts"
 
 export interface DeliverySettings {
+  /** Opens the endpoints' sealed signing secrets. */
+  readonly secrets: WebhookSecretBox
   readonly schedule: RetrySchedule
   readonly delivery_timeout_ms: number
   /** A number in [0, 1) for the retry jitter. */
@@ -48,8 +51,10 @@ interface DeliveryTarget {
   readonly created_at: Date
   readonly url: string
   readonly environment: Environment
+  readonly webhook_id: string
+  /** Sealed. */
   readonly secret: string
-  /** Only while the rotation overlap lasts (by the database's clock). */
+  /** Sealed; only while the rotation overlap lasts (by the database's clock). */
   readonly previous_secret: string | null
   readonly webhook_deleted: boolean
   readonly webhook_enabled: boolean
@@ -58,7 +63,7 @@ interface DeliveryTarget {
 const loadTarget = async (pool: pg.Pool, delivery_id: string): Promise<DeliveryTarget | undefined> => {
   const result = await pool.query<DeliveryTarget>(
     `select d.status, d.attempt_count, e.event_id, e.event_type, e.data, e.created_at, w.url,
-       w.environment, w.secret,
+       w.environment, w.webhook_id, w.secret,
        case when w.previous_secret_expires_at > now() then w.previous_secret end as previous_secret,
        w.deleted_at is not null as webhook_deleted, w.enabled as webhook_enabled
      from platform.webhook_deliveries d
@@ -291,7 +296,16 @@ export async function deliverAttempt(
     data: target.data,
   })
   const signature_timestamp = Math.floor(Date.now() / 1000)
-  const secrets = target.previous_secret === null ? [target.secret] : [target.secret, target.previous_secret]
+  // An unreadable current secret (CUSTODY_KEK changed) throws: nothing is sent unsigned. The
+  // previous one only adds a second signature: unreadable, it is left out.
+  const secrets = [settings.secrets.open(target.webhook_id, target.secret)]
+  if (target.previous_secret !== null) {
+    try {
+      secrets.push(settings.secrets.open(target.webhook_id, target.previous_secret))
+    } catch (error) {
+      if (!(error instanceof WebhookSecretUnreadable)) throw error
+    }
+  }
   const headers = {
     "content-type": "application/json",
     [signature_header]: signPayload({ secrets, body, timestamp_s: signature_timestamp }),

@@ -9,6 +9,7 @@ import { type DeliverySettings, deliverAttempt } from "./delivery.ts"
 import { dispatch_batch_size_max, type RunningDispatcher, startDispatcher } from "./dispatcher.ts"
 import { type DeliveryJob, delivery_queue, infrastructure_retry, pgBossDb } from "./queue.ts"
 import { assertRetrySchedule, type RetrySchedule, retrySchedule } from "./retry.ts"
+import { sealStoredSecrets, type WebhookSecretBox } from "./secrets.ts"
 
 export interface WebhookEngineOptions {
   /** How often the dispatcher reads the outbox once it is empty; default 100. */
@@ -82,12 +83,14 @@ const startWorkers = async (
  * Starts the engine on the shared pool. Without `boss`, it creates pg-boss over the pool (installing
  * or migrating pg-boss's schema), and stops it on `stop`; with one, it uses it and leaves it running.
  * @example
- * const engine = await startWebhookEngine({ pool })
+ * const engine = await startWebhookEngine({ pool, secrets: makeWebhookSecretBox(kek) })
  * // ... on shutdown:
  * await engine.stop()
  */
 export async function startWebhookEngine(input: {
   readonly pool: pg.Pool
+  /** Opens the endpoints' sealed signing secrets. */
+  readonly secrets: WebhookSecretBox
   readonly boss?: PgBoss
   readonly options?: WebhookEngineOptions
 }): Promise<WebhookEngine> {
@@ -95,10 +98,13 @@ export async function startWebhookEngine(input: {
   const onError = options.onError ?? (() => {})
   const delivery_timeout_ms = bounded("delivery_timeout_ms", options.delivery_timeout_ms ?? 10_000, 1, 60_000)
   const settings: DeliverySettings = {
+    secrets: input.secrets,
     schedule: assertRetrySchedule(options.retry_schedule ?? retrySchedule),
     delivery_timeout_ms,
     random: Math.random,
   }
+  // Endpoints stored before secrets were sealed are sealed before anything is signed.
+  await sealStoredSecrets(pool, input.secrets)
   const owned = input.boss === undefined
   const boss = input.boss ?? new PgBoss({ db: pgBossDb(pool), schedule: false })
   if (owned) {

@@ -3,6 +3,8 @@
  *
  * - `webhooks`: a tenant's endpoints. While a secret rotates the old one stays in
  *   `previous_secret` until `previous_secret_expires_at`, and deliveries carry both signatures.
+ *   Both are stored sealed (src/webhooks/secrets.ts), beside a keyed fingerprint and the last four
+ *   characters of the current one.
  * - `webhook_events`: the outbox. Rows are written in the transaction of the change they announce,
  *   so a rolled-back change announces nothing. `position` orders the dispatcher's reads; the
  *   partial index keeps finding undispatched rows cheap however long the table grows. A row with a
@@ -96,6 +98,19 @@ create table platform.webhook_attempts (
   signature_timestamp bigint not null,
   primary key (delivery_id, attempt)
 );
+`,
+  },
+  {
+    version: 323,
+    name: "webhooks: sealed signing secrets",
+    // The secrets themselves are sealed by the platform at its next start (it holds the KEK, SQL
+    // does not): src/webhooks/secrets.ts, sealStoredSecrets. Until then `secret_fingerprint` is null.
+    sql: `
+alter table platform.webhooks
+  add column secret_fingerprint text check (secret_fingerprint ~ '^[0-9a-f]{64}$'),
+  add column secret_last4 text;
+update platform.webhooks set secret_last4 = right(secret, 4);
+alter table platform.webhooks alter column secret_last4 set not null;
 `,
   },
 ]

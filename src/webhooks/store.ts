@@ -5,8 +5,9 @@
  * tenant's id is simply not found (`undefined`), never an error that would confirm it exists. Lists
  * are newest first and paged by id (`starting_after` = the last id of the previous page).
  *
- * Records carry the signing secret; the API shows it once, when an endpoint is created (or its
- * secret rotated), and `toPublicWebhook` otherwise.
+ * Signing secrets are stored sealed (secrets.ts): records here carry only their last four
+ * characters; the delivery worker opens them to sign. A secret the platform generates is returned
+ * once, by `createWebhook`.
  */
 import type pg from "pg"
 import type { PgBoss } from "pg-boss"
@@ -18,6 +19,7 @@ import { inTransaction } from "../db/transaction.ts"
 import { checkWebhookUrl } from "./endpoint-url.ts"
 import { eventId, generateWebhookSecret, webhookId } from "./ids.ts"
 import { sendDeliveryJobs } from "./queue.ts"
+import { secretLast4, type WebhookSecretBox } from "./secrets.ts"
 
 export type Db = pg.Pool | pg.PoolClient
 export type { Page }
@@ -35,9 +37,9 @@ export interface Webhook {
   readonly environment: Environment
   readonly url: string
   readonly events: ReadonlyArray<WebhookEventType>
-  readonly secret: string
-  /** The secret before the last rotation, still signed with until `previous_secret_expires_at`. */
-  readonly previous_secret: string | null
+  /** The signing secret's last four characters (the secret itself is stored sealed). */
+  readonly secret_last4: string
+  /** While the secret before the last rotation still signs, beside the current one: until then. */
   readonly previous_secret_expires_at: Date | null
   readonly description: string | null
   readonly enabled: boolean
@@ -56,7 +58,7 @@ export const previous_secret_lifetime_s = 24 * 60 * 60
 export const page_limit_max = 100
 const page_limit_default = 10
 
-const webhook_columns = `webhook_id, tenant_id, environment, url, events, secret, previous_secret,
+const webhook_columns = `webhook_id, tenant_id, environment, url, events, secret_last4,
   previous_secret_expires_at, description, enabled, created_at, updated_at`
 
 interface WebhookRow extends Omit<Webhook, "events" | "environment"> {
@@ -100,33 +102,44 @@ export interface CreateWebhookInput {
 }
 
 /**
- * Creates an endpoint and returns it with its secret (the only time the API shows the secret).
+ * Creates an endpoint, its secret sealed with `box`; returns it with its secret (which matters when
+ * the platform generated it: nothing shows it again).
  * @example
  * const webhook = await createWebhook(pool, { tenant_id: "ten_1", environment: "sandbox" }, {
  *   url: "https://example.com/hooks", events: ["payment.completed"],
- * })
+ * }, box)
  */
-export async function createWebhook(db: Db, scope: TenantScope, input: CreateWebhookInput): Promise<Webhook> {
+export async function createWebhook(
+  db: Db,
+  scope: TenantScope,
+  input: CreateWebhookInput,
+  box: WebhookSecretBox,
+): Promise<Webhook & { readonly secret: string }> {
   assertCheckedUrl(input.url, scope.environment)
+  assert(input.secret === undefined || input.secret !== "", "a signing secret is not empty")
+  const webhook_id = webhookId()
+  const secret = input.secret ?? generateWebhookSecret()
   const result = await db.query<WebhookRow>(
-    `insert into platform.webhooks (webhook_id, tenant_id, environment, url, events, secret, description,
-       enabled, created_at, updated_at)
-     values ($1, $2, $3, $4, $5, $6, $7, $8, now(), now())
+    `insert into platform.webhooks (webhook_id, tenant_id, environment, url, events, secret,
+       secret_fingerprint, secret_last4, description, enabled, created_at, updated_at)
+     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now(), now())
      returning ${webhook_columns}`,
     [
-      webhookId(),
+      webhook_id,
       scope.tenant_id,
       scope.environment,
       input.url,
       assertEvents(input.events),
-      input.secret ?? generateWebhookSecret(),
+      box.seal(webhook_id, secret),
+      box.fingerprint(secret),
+      secretLast4(secret),
       input.description ?? null,
       input.enabled ?? true,
     ],
   )
   const row = result.rows[0]
   assert(row !== undefined, "an insert returns its row")
-  return toWebhook(row)
+  return { ...toWebhook(row), secret }
 }
 
 /**
@@ -190,28 +203,34 @@ export interface UpdateWebhookInput {
 }
 
 /**
- * Changes the fields given; returns the endpoint, or undefined when the tenant has no such endpoint.
- * @example await updateWebhook(pool, scope, webhook_id, { secret: generateWebhookSecret() })
+ * Changes the fields given (a new secret sealed with `box`); returns the endpoint, or undefined when
+ * the tenant has no such endpoint. Setting the current secret again changes nothing.
+ * @example await updateWebhook(pool, scope, webhook_id, { secret: generateWebhookSecret() }, box)
  */
 export async function updateWebhook(
   db: Db,
   scope: TenantScope,
   webhook_id: string,
   input: UpdateWebhookInput,
+  box: WebhookSecretBox,
 ): Promise<Webhook | undefined> {
   if (input.url !== undefined) assertCheckedUrl(input.url, scope.environment)
   assert(input.secret === undefined || input.secret !== "", "a signing secret is not empty")
-  // In SET, every column name reads the row as it was, so `previous_secret = secret` keeps the old one.
+  // The secret changes when its fingerprint differs ($9 is null when no secret is given). In SET,
+  // every column name reads the row as it was, so `previous_secret = secret` keeps the old one.
+  const rotates = "($9::text is not null and $9::text is distinct from secret_fingerprint)"
   const result = await db.query<WebhookRow>(
     `update platform.webhooks set
        url = coalesce($4, url),
        events = coalesce($5::text[], events),
        enabled = coalesce($6, enabled),
        description = case when $7 then $8 else description end,
-       previous_secret = case when $9::text <> secret then secret else previous_secret end,
-       previous_secret_expires_at = case when $9::text <> secret
+       previous_secret = case when ${rotates} then secret else previous_secret end,
+       previous_secret_expires_at = case when ${rotates}
          then now() + $10 * interval '1 second' else previous_secret_expires_at end,
-       secret = coalesce($9, secret),
+       secret = case when ${rotates} then $11 else secret end,
+       secret_last4 = case when ${rotates} then $12 else secret_last4 end,
+       secret_fingerprint = case when ${rotates} then $9 else secret_fingerprint end,
        updated_at = now()
      where tenant_id = $1 and environment = $2 and webhook_id = $3 and deleted_at is null
      returning ${webhook_columns}`,
@@ -224,8 +243,10 @@ export async function updateWebhook(
       input.enabled ?? null,
       input.description !== undefined,
       input.description ?? null,
-      input.secret ?? null,
+      input.secret === undefined ? null : box.fingerprint(input.secret),
       previous_secret_lifetime_s,
+      input.secret === undefined ? null : box.seal(webhook_id, input.secret),
+      input.secret === undefined ? null : secretLast4(input.secret),
     ],
   )
   const row = result.rows[0]
@@ -500,7 +521,7 @@ export function toPublicWebhook(webhook: Webhook, now: Date = new Date()): Publi
     events: webhook.events,
     description: webhook.description,
     enabled: webhook.enabled,
-    secret_last4: webhook.secret.slice(-4),
+    secret_last4: webhook.secret_last4,
     previous_secret_expires_at: expires !== null && expires > now ? expires.toISOString() : null,
     created_at: webhook.created_at.toISOString(),
     updated_at: webhook.updated_at.toISOString(),

@@ -23,6 +23,7 @@ import { generateWebhookSecret } from "../../src/webhooks/ids.ts"
 import { pgBossDb } from "../../src/webhooks/queue.ts"
 import type { RetrySchedule } from "../../src/webhooks/retry.ts"
 import { webhookMigrations } from "../../src/webhooks/schema.ts"
+import { makeWebhookSecretBox, WebhookSecretUnreadable } from "../../src/webhooks/secrets.ts"
 import { simulateEvent } from "../../src/webhooks/simulate.ts"
 import {
   createWebhook,
@@ -93,6 +94,9 @@ const verifies = (request: Received, secret: string, body: string = request.body
 
 const fast: RetrySchedule = { attempt_count_max: 5, delay_base_ms: 10, delay_max_ms: 40, jitter: "none" }
 
+/** Seals the endpoints' secrets, as the platform's box does from its KEK. */
+const box = makeWebhookSecretBox(new Uint8Array(32).fill(7))
+
 let db: TestDatabase
 let tenant_count = 0
 /** A tenant of its own per test, so deliveries of one test never reach another's receiver. */
@@ -101,9 +105,10 @@ const newTenant = (): TenantScope => ({ tenant_id: `ten_${++tenant_count}`, envi
 /** Whatever the engines report: none is expected. */
 const errors: unknown[] = []
 
-const start = async (options: WebhookEngineOptions = {}): Promise<WebhookEngine> => {
+const start = async (options: WebhookEngineOptions = {}, secrets = box): Promise<WebhookEngine> => {
   const engine = await startWebhookEngine({
     pool: db.pool,
+    secrets,
     options: {
       poll_interval_ms: 20,
       worker_poll_interval_ms: 500,
@@ -168,7 +173,12 @@ describe("delivery", () => {
   it("delivers an event committed with its change once, signed; a rolled-back one never", async () => {
     const scope = newTenant()
     const receiver = await startReceiver(() => ({ status: 200, body: "ok" }))
-    const webhook = await createWebhook(db.pool, scope, { url: receiver.url, events: ["payment.completed"] })
+    const webhook = await createWebhook(
+      db.pool,
+      scope,
+      { url: receiver.url, events: ["payment.completed"] },
+      box,
+    )
     await start()
     const client = await db.pool.connect()
     let event_id: string | undefined
@@ -231,7 +241,12 @@ describe("delivery", () => {
         ? { status: 200, body: "thanks" }
         : { status: 401, body: "bad signature" }
     })
-    const webhook = await createWebhook(db.pool, scope, { url: receiver.url, events: ["payment.failed"] })
+    const webhook = await createWebhook(
+      db.pool,
+      scope,
+      { url: receiver.url, events: ["payment.failed"] },
+      box,
+    )
     secret = webhook.secret
     await start()
     await enqueue(scope, "payment.failed", { metadata: { order_id: "o_2" } })
@@ -252,7 +267,12 @@ describe("delivery", () => {
   it("fails a delivery after the last attempt, keeping a 1 KiB excerpt of each answer", async () => {
     const scope = newTenant()
     const receiver = await startReceiver(() => ({ status: 500, body: "é".repeat(2_000) }))
-    const webhook = await createWebhook(db.pool, scope, { url: receiver.url, events: ["wallet.created"] })
+    const webhook = await createWebhook(
+      db.pool,
+      scope,
+      { url: receiver.url, events: ["wallet.created"] },
+      box,
+    )
     await start({ retry_schedule: { ...fast, attempt_count_max: 3 } })
     await enqueue(scope, "wallet.created")
     const delivery = await settledDelivery(scope, webhook.webhook_id)
@@ -274,7 +294,12 @@ describe("delivery", () => {
   it("counts a receiver that never answers as a failed attempt, at the timeout", async () => {
     const scope = newTenant()
     const receiver = await startReceiver(() => "hang")
-    const webhook = await createWebhook(db.pool, scope, { url: receiver.url, events: ["payment.pending"] })
+    const webhook = await createWebhook(
+      db.pool,
+      scope,
+      { url: receiver.url, events: ["payment.pending"] },
+      box,
+    )
     await start({ delivery_timeout_ms: 300, retry_schedule: { ...fast, attempt_count_max: 1 } })
     await enqueue(scope, "payment.pending")
     const delivery = await settledDelivery(scope, webhook.webhook_id)
@@ -294,7 +319,7 @@ describe("delivery", () => {
     const closed = await startReceiver(() => ({ status: 200 }))
     await closed.close()
     receivers.splice(receivers.indexOf(closed), 1)
-    const webhook = await createWebhook(db.pool, scope, { url: closed.url, events: ["payment.pending"] })
+    const webhook = await createWebhook(db.pool, scope, { url: closed.url, events: ["payment.pending"] }, box)
     await start({ retry_schedule: { ...fast, attempt_count_max: 1 } })
     await enqueue(scope, "payment.pending")
     const delivery = await settledDelivery(scope, webhook.webhook_id)
@@ -302,12 +327,49 @@ describe("delivery", () => {
     expect(delivery.attempts[0]?.error).toMatch(/ECONNREFUSED/)
   })
 
+  it("sends nothing unsigned when the KEK changed, and signs again once the secret is set anew", async () => {
+    const scope = newTenant()
+    const receiver = await startReceiver(() => ({ status: 204 }))
+    const webhook = await createWebhook(
+      db.pool,
+      scope,
+      { url: receiver.url, events: ["wallet.created"] },
+      box,
+    )
+    const other = makeWebhookSecretBox(new Uint8Array(32).fill(9))
+    const engine = await start({}, other)
+    await enqueue(scope, "wallet.created")
+    const error = await waitFor("the engine's report", async () => errors[0])
+    expect(error).toBeInstanceOf(WebhookSecretUnreadable)
+    expect(String(error)).toMatch(/CUSTODY_KEK changed/)
+    await stop(engine)
+    errors.splice(0)
+    expect(receiver.received).toEqual([])
+
+    // Set anew under the new key: the old (unreadable) one is left out of the signature.
+    const secret = generateWebhookSecret()
+    await updateWebhook(db.pool, scope, webhook.webhook_id, { secret }, other)
+    await start({}, other)
+    await enqueue(scope, "wallet.created")
+    const request = await waitFor("a delivery", async () => receiver.received[0])
+    expect(verifies(request, secret)).toBe(true)
+    expect(String(request.headers["x-service-signature"]).split(",")).toHaveLength(2)
+    // The first event's job, retried by pg-boss (after about 5 s), is now signed and sent too.
+    await waitFor("the first event's retry", async () => receiver.received[1])
+    expect(receiver.received.every((received) => verifies(received, secret))).toBe(true)
+  })
+
   it("signs with both secrets while a rotation overlaps, each verifying with its own", async () => {
     const scope = newTenant()
     const receiver = await startReceiver(() => ({ status: 204 }))
-    const webhook = await createWebhook(db.pool, scope, { url: receiver.url, events: ["identity.linked"] })
+    const webhook = await createWebhook(
+      db.pool,
+      scope,
+      { url: receiver.url, events: ["identity.linked"] },
+      box,
+    )
     const secret = generateWebhookSecret()
-    await updateWebhook(db.pool, scope, webhook.webhook_id, { secret })
+    await updateWebhook(db.pool, scope, webhook.webhook_id, { secret }, box)
     await start()
     await enqueue(scope, "identity.linked")
     await settledDelivery(scope, webhook.webhook_id)
@@ -349,7 +411,12 @@ describe("delivery", () => {
     const receiver = await startReceiver((_request, index) =>
       index === 0 ? { status: 503 } : { status: 200 },
     )
-    const webhook = await createWebhook(db.pool, scope, { url: receiver.url, events: ["payment.completed"] })
+    const webhook = await createWebhook(
+      db.pool,
+      scope,
+      { url: receiver.url, events: ["payment.completed"] },
+      box,
+    )
     // The retry is due 2 s after the first attempt: the first engine is gone by then.
     const schedule: RetrySchedule = {
       attempt_count_max: 3,
@@ -378,7 +445,12 @@ describe("delivery", () => {
   it("rolls a dispatch that fails midway back whole, and dispatches the event later", async () => {
     const scope = newTenant()
     const receiver = await startReceiver(() => ({ status: 200 }))
-    const webhook = await createWebhook(db.pool, scope, { url: receiver.url, events: ["payment.completed"] })
+    const webhook = await createWebhook(
+      db.pool,
+      scope,
+      { url: receiver.url, events: ["payment.completed"] },
+      box,
+    )
     const event_id = await enqueue(scope, "payment.completed")
     // A pg-boss pointed at a schema that does not exist fails the job insert, after the deliveries
     // were written.
@@ -404,11 +476,16 @@ describe("delivery", () => {
     const scope = newTenant()
     const receiver = await startReceiver(() => ({ status: 200 }))
     const webhooks = [
-      await createWebhook(db.pool, scope, { url: `${receiver.url}/a`, events: ["payment.completed"] }),
-      await createWebhook(db.pool, scope, {
-        url: `${receiver.url}/b`,
-        events: ["payment.completed", "wallet.created"],
-      }),
+      await createWebhook(db.pool, scope, { url: `${receiver.url}/a`, events: ["payment.completed"] }, box),
+      await createWebhook(
+        db.pool,
+        scope,
+        {
+          url: `${receiver.url}/b`,
+          events: ["payment.completed", "wallet.created"],
+        },
+        box,
+      ),
     ]
     const engineA = await start({ dispatch_batch_size: 7 })
     await start({ dispatch_batch_size: 7, standby_retry_ms: 10 })
@@ -445,7 +522,12 @@ describe("redelivery and test events", () => {
   it("redelivers with a fresh attempt, only for the delivery's own tenant", async () => {
     const scope = newTenant()
     const receiver = await startReceiver(() => ({ status: 200 }))
-    const webhook = await createWebhook(db.pool, scope, { url: receiver.url, events: ["payment.completed"] })
+    const webhook = await createWebhook(
+      db.pool,
+      scope,
+      { url: receiver.url, events: ["payment.completed"] },
+      box,
+    )
     const engine = await start()
     await enqueue(scope, "payment.completed")
     const delivered = await settledDelivery(scope, webhook.webhook_id)
@@ -467,8 +549,8 @@ describe("redelivery and test events", () => {
     const scope = newTenant()
     const named = await startReceiver(() => ({ status: 200 }))
     const other = await startReceiver(() => ({ status: 200 }))
-    const webhook = await createWebhook(db.pool, scope, { url: named.url, events: ["wallet.created"] })
-    await createWebhook(db.pool, scope, { url: other.url, events: ["payment.completed"] })
+    const webhook = await createWebhook(db.pool, scope, { url: named.url, events: ["wallet.created"] }, box)
+    await createWebhook(db.pool, scope, { url: other.url, events: ["payment.completed"] }, box)
     await start()
     expect(
       await simulateEvent(db.pool, newTenant(), {
@@ -498,17 +580,22 @@ describe("redelivery and test events", () => {
     [
       "disabled",
       (scope: TenantScope, webhook_id: string) =>
-        updateWebhook(db.pool, scope, webhook_id, { enabled: false }),
+        updateWebhook(db.pool, scope, webhook_id, { enabled: false }, box),
     ],
   ] as const)(
     "ends a pending delivery as failed, without a request, once its endpoint is %s",
     async (_, endIt) => {
       const scope = newTenant()
       const receiver = await startReceiver(() => ({ status: 500 }))
-      const webhook = await createWebhook(db.pool, scope, {
-        url: receiver.url,
-        events: ["payment.completed"],
-      })
+      const webhook = await createWebhook(
+        db.pool,
+        scope,
+        {
+          url: receiver.url,
+          events: ["payment.completed"],
+        },
+        box,
+      )
       await start({ retry_schedule: { ...fast, delay_base_ms: 1_000, delay_max_ms: 1_000 } })
       await enqueue(scope, "payment.completed")
       const first = await waitFor("the first attempt", async () => {
@@ -558,10 +645,15 @@ describe("production endpoints", () => {
     const listener = await startListener()
     try {
       const scope: TenantScope = { ...newTenant(), environment: "production" }
-      const webhook = await createWebhook(db.pool, scope, {
-        url: "https://example.com/hooks",
-        events: ["payment.completed"],
-      })
+      const webhook = await createWebhook(
+        db.pool,
+        scope,
+        {
+          url: "https://example.com/hooks",
+          events: ["payment.completed"],
+        },
+        box,
+      )
       // The API refuses such a URL in production; a row stored before that check existed is what
       // the delivery-time check is for (as is a public name whose DNS answer changed since).
       await db.pool.query("update platform.webhooks set url = $2 where webhook_id = $1", [
@@ -588,7 +680,7 @@ describe("production endpoints", () => {
     const scope = newTenant()
     const receiver = await startReceiver(() => ({ status: 200 }))
     const url = receiver.url.replace("127.0.0.1", "localhost")
-    const webhook = await createWebhook(db.pool, scope, { url, events: ["payment.completed"] })
+    const webhook = await createWebhook(db.pool, scope, { url, events: ["payment.completed"] }, box)
     await start()
     await enqueue(scope, "payment.completed")
     expect(await settledDelivery(scope, webhook.webhook_id)).toMatchObject({ status: "succeeded" })

@@ -10,6 +10,11 @@ import { generateWebhookSecret } from "../../src/webhooks/ids.ts"
 import { nominalRetryDelayMs, retryDelayMs, retrySchedule, retryWindowMs } from "../../src/webhooks/retry.ts"
 import { webhookMigrations } from "../../src/webhooks/schema.ts"
 import {
+  makeWebhookSecretBox,
+  sealStoredSecrets,
+  WebhookSecretUnreadable,
+} from "../../src/webhooks/secrets.ts"
+import {
   createWebhook,
   deleteWebhook,
   enqueueEvents,
@@ -23,6 +28,9 @@ import {
   updateWebhook,
 } from "../../src/webhooks/store.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
+
+const kek = new Uint8Array(32).fill(7)
+const box = makeWebhookSecretBox(kek)
 
 let db: TestDatabase
 beforeAll(async () => {
@@ -40,15 +48,17 @@ const url = "https://example.com/hooks"
 
 describe("webhook endpoints", () => {
   it("are found only by their own tenant and environment", async () => {
-    const webhook = await createWebhook(db.pool, acme, { url, events: ["payment.completed"] })
+    const webhook = await createWebhook(db.pool, acme, { url, events: ["payment.completed"] }, box)
     expect(webhook.webhook_id).toMatch(/^whk_[0-9a-f]{32}$/)
     expect(webhook.secret).toMatch(/^whsec_[0-9a-f]{64}$/)
     expect(webhook.enabled).toBe(true)
-    expect(await getWebhook(db.pool, acme, webhook.webhook_id)).toEqual(webhook)
+    const { secret, ...stored } = webhook
+    expect(await getWebhook(db.pool, acme, webhook.webhook_id)).toEqual(stored)
+    expect(stored.secret_last4).toBe(secret.slice(-4))
 
     for (const other of [globex, acmeLive]) {
       expect(await getWebhook(db.pool, other, webhook.webhook_id)).toBeUndefined()
-      expect(await updateWebhook(db.pool, other, webhook.webhook_id, { enabled: false })).toBeUndefined()
+      expect(await updateWebhook(db.pool, other, webhook.webhook_id, { enabled: false }, box)).toBeUndefined()
       expect(await deleteWebhook(db.pool, other, webhook.webhook_id)).toBe(false)
       expect(await listDeliveries(db.pool, other, webhook.webhook_id)).toBeUndefined()
       expect((await listWebhooks(db.pool, other)).data.map((w) => w.webhook_id)).not.toContain(
@@ -56,7 +66,7 @@ describe("webhook endpoints", () => {
       )
     }
     // Nothing the other tenants tried changed it.
-    expect(await getWebhook(db.pool, acme, webhook.webhook_id)).toEqual(webhook)
+    expect(await getWebhook(db.pool, acme, webhook.webhook_id)).toEqual(stored)
   })
 
   it("list newest first, page by cursor without gaps or repeats", async () => {
@@ -64,7 +74,8 @@ describe("webhook endpoints", () => {
     const created: string[] = []
     for (let i = 0; i < 25; i++) {
       created.push(
-        (await createWebhook(db.pool, tenant, { url: `${url}/${i}`, events: ["wallet.created"] })).webhook_id,
+        (await createWebhook(db.pool, tenant, { url: `${url}/${i}`, events: ["wallet.created"] }, box))
+          .webhook_id,
       )
     }
     const seen: string[] = []
@@ -102,57 +113,147 @@ describe("webhook endpoints", () => {
   })
 
   it("change the fields given and nothing else", async () => {
-    const webhook = await createWebhook(db.pool, acme, {
-      url,
-      events: ["payment.completed"],
-      description: "orders",
-    })
-    const updated = await updateWebhook(db.pool, acme, webhook.webhook_id, {
-      url: "https://example.com/v2",
-      events: ["payment.failed", "payment.failed", "wallet.created"],
-      enabled: false,
-    })
+    const webhook = await createWebhook(
+      db.pool,
+      acme,
+      {
+        url,
+        events: ["payment.completed"],
+        description: "orders",
+      },
+      box,
+    )
+    const updated = await updateWebhook(
+      db.pool,
+      acme,
+      webhook.webhook_id,
+      {
+        url: "https://example.com/v2",
+        events: ["payment.failed", "payment.failed", "wallet.created"],
+        enabled: false,
+      },
+      box,
+    )
     expect(updated).toMatchObject({
       url: "https://example.com/v2",
       events: ["payment.failed", "wallet.created"],
       enabled: false,
       description: "orders",
-      secret: webhook.secret,
-      previous_secret: null,
+      secret_last4: webhook.secret_last4,
+      previous_secret_expires_at: null,
     })
-    const cleared = await updateWebhook(db.pool, acme, webhook.webhook_id, { description: null })
+    const cleared = await updateWebhook(db.pool, acme, webhook.webhook_id, { description: null }, box)
     expect(cleared).toMatchObject({ description: null, url: "https://example.com/v2", enabled: false })
     expect(cleared?.updated_at.getTime()).toBeGreaterThanOrEqual(webhook.updated_at.getTime())
   })
 
+  /** The endpoint's secrets as stored, opened with the box. */
+  const storedSecrets = async (webhook_id: string) => {
+    const { rows } = await db.pool.query<{ secret: string; previous_secret: string | null }>(
+      "select secret, previous_secret from platform.webhooks where webhook_id = $1",
+      [webhook_id],
+    )
+    const row = rows[0]
+    if (row === undefined) throw new Error(`no webhook ${webhook_id}`)
+    return {
+      secret: box.open(webhook_id, row.secret),
+      previous: row.previous_secret === null ? null : box.open(webhook_id, row.previous_secret),
+    }
+  }
+
   it("keep the previous secret for a day when the secret changes", async () => {
-    const webhook = await createWebhook(db.pool, acme, { url, events: ["payment.completed"] })
-    const same = await updateWebhook(db.pool, acme, webhook.webhook_id, { secret: webhook.secret })
-    expect(same?.previous_secret).toBeNull()
+    const webhook = await createWebhook(db.pool, acme, { url, events: ["payment.completed"] }, box)
+    const same = await updateWebhook(db.pool, acme, webhook.webhook_id, { secret: webhook.secret }, box)
+    expect(same?.previous_secret_expires_at).toBeNull()
+    expect(await storedSecrets(webhook.webhook_id)).toEqual({ secret: webhook.secret, previous: null })
 
     const secret = generateWebhookSecret()
     const before_ms = Date.now()
-    const rotated = await updateWebhook(db.pool, acme, webhook.webhook_id, { secret })
-    expect(rotated?.secret).toBe(secret)
-    expect(rotated?.previous_secret).toBe(webhook.secret)
+    const rotated = await updateWebhook(db.pool, acme, webhook.webhook_id, { secret }, box)
+    expect(rotated?.secret_last4).toBe(secret.slice(-4))
+    expect(await storedSecrets(webhook.webhook_id)).toEqual({ secret, previous: webhook.secret })
     const expires_ms = rotated?.previous_secret_expires_at?.getTime() ?? 0
     expect(Math.abs(expires_ms - before_ms - previous_secret_lifetime_s * 1000)).toBeLessThan(60_000)
 
     // A second rotation within the overlap replaces the previous secret with the one just retired.
     const third = generateWebhookSecret()
-    const again = await updateWebhook(db.pool, acme, webhook.webhook_id, { secret: third })
-    expect({ secret: again?.secret, previous: again?.previous_secret }).toEqual({
-      secret: third,
-      previous: secret,
+    await updateWebhook(db.pool, acme, webhook.webhook_id, { secret: third }, box)
+    expect(await storedSecrets(webhook.webhook_id)).toEqual({ secret: third, previous: secret })
+  })
+
+  it("store secrets sealed: the table holds neither secret, and only the platform's key opens them", async () => {
+    const first = "whsec_first_secret_0123456789"
+    const second = "whsec_second_secret_987654321"
+    const webhook = await createWebhook(
+      db.pool,
+      acme,
+      { url, events: ["payment.completed"], secret: first },
+      box,
+    )
+    await updateWebhook(db.pool, acme, webhook.webhook_id, { secret: second }, box)
+    const { rows } = await db.pool.query("select * from platform.webhooks where webhook_id = $1", [
+      webhook.webhook_id,
+    ])
+    const stored = JSON.stringify(rows)
+    for (const secret of [first, second]) expect(stored).not.toContain(secret.slice(0, -4))
+    expect(rows[0]).toMatchObject({ secret_last4: "4321" })
+    expect(await storedSecrets(webhook.webhook_id)).toEqual({ secret: second, previous: first })
+    // Another KEK, or the sealed secret of another endpoint, does not open.
+    const other = makeWebhookSecretBox(new Uint8Array(32).fill(8))
+    expect(() => other.open(webhook.webhook_id, rows[0].secret)).toThrow(WebhookSecretUnreadable)
+    expect(() => other.open(webhook.webhook_id, rows[0].secret)).toThrow(/CUSTODY_KEK changed/)
+    expect(() => box.open("whk_other", rows[0].secret)).toThrow(/altered or moved/)
+  })
+
+  it("seal at start the secrets stored before sealing, once, keeping a rotation's overlap", async () => {
+    const webhook = await createWebhook(db.pool, acme, { url, events: ["payment.completed"] }, box)
+    // As migration 323 left a row written before: both secrets in plain text, no fingerprint.
+    await db.pool.query(
+      `update platform.webhooks set secret = 'whsec_legacy_current_0001', previous_secret = 'whsec_legacy_prev_0002',
+         previous_secret_expires_at = now() + interval '1 hour', secret_fingerprint = null, secret_last4 = '0001'
+       where webhook_id = $1`,
+      [webhook.webhook_id],
+    )
+    // The unsealed secrets still sign until the platform seals them.
+    expect(await storedSecrets(webhook.webhook_id)).toEqual({
+      secret: "whsec_legacy_current_0001",
+      previous: "whsec_legacy_prev_0002",
     })
+    expect(await sealStoredSecrets(db.pool, box)).toBeGreaterThanOrEqual(1)
+    expect(await sealStoredSecrets(db.pool, box)).toBe(0)
+    const { rows } = await db.pool.query(
+      "select secret, previous_secret, secret_fingerprint from platform.webhooks where webhook_id = $1",
+      [webhook.webhook_id],
+    )
+    expect(JSON.stringify(rows)).not.toContain("legacy")
+    expect(rows[0].secret_fingerprint).toBe(box.fingerprint("whsec_legacy_current_0001"))
+    expect(await storedSecrets(webhook.webhook_id)).toEqual({
+      secret: "whsec_legacy_current_0001",
+      previous: "whsec_legacy_prev_0002",
+    })
+    // Its fingerprint now tells the same secret from a new one.
+    const same = await updateWebhook(
+      db.pool,
+      acme,
+      webhook.webhook_id,
+      { secret: "whsec_legacy_current_0001" },
+      box,
+    )
+    expect(same?.previous_secret_expires_at?.getTime()).toBeGreaterThan(Date.now())
+    expect((await storedSecrets(webhook.webhook_id)).previous).toBe("whsec_legacy_prev_0002")
   })
 
   it("show the secret only masked in the public view", async () => {
-    const webhook = await createWebhook(db.pool, acme, {
-      url,
-      events: ["payment.completed"],
-      secret: "whsec_abcd1234",
-    })
+    const webhook = await createWebhook(
+      db.pool,
+      acme,
+      {
+        url,
+        events: ["payment.completed"],
+        secret: "whsec_abcd1234",
+      },
+      box,
+    )
     const view = toPublicWebhook(webhook)
     expect(JSON.stringify(view)).not.toContain("whsec_abcd1234")
     expect(view).toMatchObject({
@@ -160,7 +261,7 @@ describe("webhook endpoints", () => {
       secret_last4: "1234",
       previous_secret_expires_at: null,
     })
-    const rotated = await updateWebhook(db.pool, acme, webhook.webhook_id, { secret: "whsec_efgh5678" })
+    const rotated = await updateWebhook(db.pool, acme, webhook.webhook_id, { secret: "whsec_efgh5678" }, box)
     if (rotated === undefined) throw new Error("rotated webhook not found")
     const rotatedView = toPublicWebhook(rotated)
     expect(JSON.stringify(rotatedView)).not.toContain("whsec_abcd1234")
@@ -168,11 +269,11 @@ describe("webhook endpoints", () => {
   })
 
   it("are deleted softly: gone from the API, kept in the table", async () => {
-    const webhook = await createWebhook(db.pool, acme, { url, events: ["payment.completed"] })
+    const webhook = await createWebhook(db.pool, acme, { url, events: ["payment.completed"] }, box)
     expect(await deleteWebhook(db.pool, acme, webhook.webhook_id)).toBe(true)
     expect(await deleteWebhook(db.pool, acme, webhook.webhook_id)).toBe(false)
     expect(await getWebhook(db.pool, acme, webhook.webhook_id)).toBeUndefined()
-    expect(await updateWebhook(db.pool, acme, webhook.webhook_id, { enabled: true })).toBeUndefined()
+    expect(await updateWebhook(db.pool, acme, webhook.webhook_id, { enabled: true }, box)).toBeUndefined()
     const kept = await db.pool.query("select deleted_at from platform.webhooks where webhook_id = $1", [
       webhook.webhook_id,
     ])
@@ -188,12 +289,12 @@ describe("webhook endpoints", () => {
       [acmeLive, "http://example.com/hooks"],
     ] as const) {
       await expect(
-        createWebhook(db.pool, scope, { url: unchecked, events: ["wallet.created"] }),
+        createWebhook(db.pool, scope, { url: unchecked, events: ["wallet.created"] }, box),
       ).rejects.toThrow(AssertionFailed)
     }
-    const webhook = await createWebhook(db.pool, acme, { url, events: ["wallet.created"] })
+    const webhook = await createWebhook(db.pool, acme, { url, events: ["wallet.created"] }, box)
     await expect(
-      updateWebhook(db.pool, acme, webhook.webhook_id, { url: "HTTPS://EXAMPLE.COM/hooks" }),
+      updateWebhook(db.pool, acme, webhook.webhook_id, { url: "HTTPS://EXAMPLE.COM/hooks" }, box),
     ).rejects.toThrow(AssertionFailed)
     expect((await getWebhook(db.pool, acme, webhook.webhook_id))?.url).toBe(url)
   })

@@ -2,7 +2,7 @@
  * Webhook endpoints, their deliveries, redelivery, and the sandbox's simulated events. Storage and
  * delivery live in src/webhooks; this validates input and scopes everything to the caller.
  */
-import { Effect } from "effect"
+import { Context, Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import {
   isWebhookEventType,
@@ -13,6 +13,7 @@ import type { Caller } from "../../platform/credentials.ts"
 import { inTransaction, storeResponses } from "../../platform/idempotency.ts"
 import { Platform } from "../../platform/service.ts"
 import { checkWebhookUrl } from "../../webhooks/endpoint-url.ts"
+import type { WebhookSecretBox } from "../../webhooks/secrets.ts"
 import { simulateEvent } from "../../webhooks/simulate.ts"
 import {
   createWebhook,
@@ -27,9 +28,14 @@ import {
 } from "../../webhooks/store.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
 import { badRequest, conflict, notFound } from "../errors.ts"
-import { idempotent, storeAfterwards, storedResponse } from "../idempotency.ts"
+import { idempotent, StoredResponseSealer, storeAfterwards, storedResponse } from "../idempotency.ts"
 import { db, listCursor, parseLimit, requireSandbox, respond } from "./common.ts"
 import { faucetResponse } from "./wallets.ts"
+
+/** Seals the endpoints' signing secrets (built from the KEK in the composition root). */
+export class WebhookSecrets extends Context.Service<WebhookSecrets, WebhookSecretBox>()(
+  "platform/http/WebhookSecrets",
+) {}
 
 const secret_length_min = 16
 const secret_length_max = 256
@@ -109,24 +115,32 @@ const create = (payload: {
   Effect.gen(function* () {
     const caller = yield* CurrentCaller
     const { pool } = yield* Platform
+    const box = yield* WebhookSecrets
+    // The body holds the secret: its idempotency fingerprint is keyed, not a plain digest.
+    const sealer = yield* StoredResponseSealer
     const url = yield* checkUrl(caller, payload.url)
     const events = yield* checkEvents(payload.events)
     yield* checkSecret(payload.secret)
     yield* checkDescription(payload.description)
-    return yield* idempotent(caller, "webhooks.create", payload, (ticket) =>
-      db(() =>
-        inTransaction(pool, async (client) => {
-          const webhook = await createWebhook(client, scopeOf(caller), {
-            url,
-            events,
-            secret: payload.secret,
-            description: payload.description ?? null,
-          })
-          const body = toPublicWebhook(webhook)
-          if (ticket !== undefined) await storeResponses(client, [storedResponse(ticket, 201, body)])
-          return body
-        }),
-      ),
+    return yield* idempotent(
+      caller,
+      "webhooks.create",
+      payload,
+      (ticket) =>
+        db(() =>
+          inTransaction(pool, async (client) => {
+            const webhook = await createWebhook(
+              client,
+              scopeOf(caller),
+              { url, events, secret: payload.secret, description: payload.description ?? null },
+              box,
+            )
+            const body = toPublicWebhook(webhook)
+            if (ticket !== undefined) await storeResponses(client, [storedResponse(ticket, 201, body)])
+            return body
+          }),
+        ),
+      sealer,
     )
   })
 
@@ -143,6 +157,7 @@ const update = (
   Effect.gen(function* () {
     const caller = yield* CurrentCaller
     const { pool } = yield* Platform
+    const box = yield* WebhookSecrets
     // Another tenant's endpoint is not found whatever the body says: ownership is settled first.
     const owned = yield* db(() => getWebhook(pool, scopeOf(caller), webhook_id))
     if (owned === undefined) return yield* notFound("webhook", webhook_id, "webhook_id")
@@ -151,13 +166,19 @@ const update = (
     if (payload.secret !== undefined) yield* checkSecret(payload.secret)
     yield* checkDescription(payload.description)
     const updated = yield* db(() =>
-      updateWebhook(pool, scopeOf(caller), webhook_id, {
-        ...(url === undefined ? {} : { url }),
-        ...(events === undefined ? {} : { events }),
-        ...(payload.secret === undefined ? {} : { secret: payload.secret }),
-        ...(payload.description === undefined ? {} : { description: payload.description }),
-        ...(payload.enabled === undefined ? {} : { enabled: payload.enabled }),
-      }),
+      updateWebhook(
+        pool,
+        scopeOf(caller),
+        webhook_id,
+        {
+          ...(url === undefined ? {} : { url }),
+          ...(events === undefined ? {} : { events }),
+          ...(payload.secret === undefined ? {} : { secret: payload.secret }),
+          ...(payload.description === undefined ? {} : { description: payload.description }),
+          ...(payload.enabled === undefined ? {} : { enabled: payload.enabled }),
+        },
+        box,
+      ),
     )
     if (updated === undefined) return yield* notFound("webhook", webhook_id, "webhook_id")
     return toPublicWebhook(updated)
