@@ -19,6 +19,12 @@ const refusals = {
   tenant_mismatch: unauthorized("invalid_api_key", "The API key is not valid for this tenant."),
   revoked: unauthorized("api_key_revoked", "The API key was revoked."),
   expired: unauthorized("api_key_expired", "The API key expired at the end of its rotation grace period."),
+  tenant_not_verified: new ApiError({
+    status: 403,
+    code: "tenant_not_verified",
+    message:
+      "Production keys work only while the tenant is verified, and its verification is not (GET /api/v1/tenant shows why); submit it again at POST /api/v1/tenant/verification.",
+  }),
 } as const
 
 export const AuthenticationLive = Layer.effect(

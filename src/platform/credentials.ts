@@ -216,13 +216,14 @@ interface AuthRow {
   scopes: Array<ApiScope>
   plan: Plan
   custody_index: number
+  kyc_status: string
   expires_at: Date | null
   revoked_at: Date | null
 }
 
 export type AuthOutcome =
   | { readonly kind: "ok"; readonly caller: Caller }
-  | { readonly kind: "unknown_key" | "revoked" | "expired" | "tenant_mismatch" }
+  | { readonly kind: "unknown_key" | "revoked" | "expired" | "tenant_mismatch" | "tenant_not_verified" }
 
 /** Looks up API keys by their hash, with a short cache; `forget` drops a key at once. */
 export const makeKeyAuthenticator = (pool: pg.Pool) => {
@@ -236,7 +237,8 @@ export const makeKeyAuthenticator = (pool: pg.Pool) => {
     const hit = cached(digest, now_ms)
     if (hit !== undefined) return hit.row
     const found = await pool.query<AuthRow>(
-      `select k.key_id, k.tenant_id, k.environment, k.scopes, t.plan, t.custody_index, k.expires_at, k.revoked_at
+      `select k.key_id, k.tenant_id, k.environment, k.scopes, t.plan, t.custody_index, t.kyc_status,
+              k.expires_at, k.revoked_at
          from platform.api_keys k join platform.tenants t using (tenant_id)
         where k.secret_sha256 = $1`,
       [Buffer.from(digest, "base64")],
@@ -250,6 +252,9 @@ export const makeKeyAuthenticator = (pool: pg.Pool) => {
     if (row.tenant_id !== tenant_id) return { kind: "tenant_mismatch" }
     if (row.revoked_at !== null) return { kind: "revoked" }
     if (row.expires_at !== null && row.expires_at.getTime() <= now_ms) return { kind: "expired" }
+    // A production key works only while its tenant is verified: a later rejection suspends it.
+    if (row.environment === "production" && row.kyc_status !== "verified")
+      return { kind: "tenant_not_verified" }
     const { key_id, environment, scopes, plan, custody_index } = row
     return { kind: "ok", caller: { tenant_id, environment, key_id, scopes, plan, custody_index } }
   }

@@ -26,8 +26,10 @@ import {
 } from "./accounts.ts"
 import type { LedgerAttachment } from "./payments.ts"
 
-/** Payments settled per call at most; the sweeper picks up the rest. */
+/** Waiting payments read per query; a link settles them all, page after page. */
 const settle_batch_count_max = 100
+/** Payments settled at once: their ledger commands share the writer's group commits. */
+const settle_concurrency = 16
 
 interface Waiting {
   readonly transaction_id: string
@@ -129,8 +131,9 @@ const settleOne = (
   })
 
 /**
- * Settles the payments waiting for `recipient` (a normalised identifier) into `to_wallet_id`.
- * Returns how many it settled or found released.
+ * Settles every payment waiting for `recipient` (a normalised identifier) into `to_wallet_id`, in
+ * pages of `settle_batch_count_max` by transaction id (a payment that stays pending, say after a
+ * failure the sweeper will retry, is not read twice). Returns how many it settled or found released.
  */
 export const settleWaitingPayments = (
   pool: pg.Pool,
@@ -140,18 +143,28 @@ export const settleWaitingPayments = (
   to_wallet_id: string,
 ): Effect.Effect<number, LedgerError | { readonly _tag: string }> =>
   Effect.gen(function* () {
-    const waiting = yield* Effect.promise(() =>
-      pool.query<Waiting>(
-        `select transaction_id, from_wallet_id, token, chain, amount::text as amount, fee::text as fee from platform.payments
-          where tenant_id = $1 and environment = $2 and recipient = $3 and status = 'pending'
-          order by transaction_id limit $4`,
-        [scope.tenant_id, scope.environment, recipient, settle_batch_count_max],
-      ),
-    )
-    yield* Effect.forEach(waiting.rows, (payment) => settleOne(writer, scope, payment, to_wallet_id), {
-      discard: true,
-    })
-    return waiting.rows.length
+    let settled = 0
+    let after = ""
+    for (;;) {
+      const waiting = yield* Effect.promise(() =>
+        pool.query<Waiting>(
+          `select transaction_id, from_wallet_id, token, chain, amount::text as amount, fee::text as fee
+             from platform.payments
+            where tenant_id = $1 and environment = $2 and recipient = $3 and status = 'pending'
+              and transaction_id > $4
+            order by transaction_id limit $5`,
+          [scope.tenant_id, scope.environment, recipient, after, settle_batch_count_max],
+        ),
+      )
+      yield* Effect.forEach(waiting.rows, (payment) => settleOne(writer, scope, payment, to_wallet_id), {
+        concurrency: settle_concurrency,
+        discard: true,
+      })
+      settled += waiting.rows.length
+      const last = waiting.rows.at(-1)
+      if (last === undefined || waiting.rows.length < settle_batch_count_max) return settled
+      after = last.transaction_id
+    }
   })
 
 /** Pending payments whose recipient is linked: left behind by a crash or a race with a link. */

@@ -371,6 +371,48 @@ describe("API keys", () => {
 
 // --- 8. KYC and environments ------------------------------------------------------------------
 
+describe("a key passes on only its own scopes", () => {
+  it("creates keys with at most the creating key's scopes, and rotates only keys whose scopes it holds", async () => {
+    const owner = await registerTenant(platform.url)
+    const manager = await createKey(owner.client, {
+      scopes: ["keys:manage", "wallets:read"],
+      name: "manager",
+    })
+    const limited = apiClient(platform.url, {
+      tenant_id: owner.credentials.tenant_id,
+      api_key: manager.api_key,
+    })
+    // Without scopes, the new key gets the creating key's own, not every scope.
+    const inherited = await createKey(limited, {})
+    expect([...inherited.scopes].sort()).toEqual(["keys:manage", "wallets:read"])
+    expect((await createKey(limited, { scopes: ["wallets:read"] })).scopes).toEqual(["wallets:read"])
+    const escalation = expectError(
+      await limited.post("/api/v1/api-keys", { scopes: ["keys:manage", "payments:write"] }),
+      403,
+      "scope_not_held",
+    )
+    expect(escalation.message).toContain("payments:write")
+    // The owner's key has every scope: the limited key may not rotate it into a successor.
+    const keys_before = expectOk(
+      await owner.client.get<{ data: ReadonlyArray<{ key_id: string; scopes: ReadonlyArray<string> }> }>(
+        "/api/v1/api-keys?limit=100",
+      ),
+    ).data
+    const owner_key = keys_before.find((key) => key.scopes.length > 2)
+    expect(owner_key).toBeDefined()
+    expectError(await limited.post(`/api/v1/api-keys/${owner_key?.key_id}/rotate`, {}), 403, "scope_not_held")
+    const after = expectOk(
+      await owner.client.get<{ data: ReadonlyArray<{ key_id: string; status: string }> }>(
+        "/api/v1/api-keys?limit=100",
+      ),
+    ).data
+    expect(after).toHaveLength(keys_before.length)
+    expect(after.find((key) => key.key_id === owner_key?.key_id)?.status).toBe("active")
+    // Its own kind of key it rotates.
+    expectOk(await limited.post(`/api/v1/api-keys/${inherited.key_id}/rotate`, {}))
+  })
+})
+
 describe("verification and the production environment", () => {
   it("grants production keys (sk_live_) only to a verified tenant, whose production ledger, wallets and webhooks share nothing with the sandbox", async () => {
     const { client: sandbox, credentials } = await registerTenant(platform.url)
@@ -416,6 +458,25 @@ describe("verification and the production environment", () => {
     expect(key.api_key).toMatch(/^sk_live_/)
     expect(key).toMatchObject({ environment: "production", status: "active" })
     const production = apiClient(platform.url, { tenant_id: credentials.tenant_id, api_key: key.api_key })
+    expect(expectOk(await production.get<TenantView>("/api/v1/tenant")).environment).toBe("production")
+
+    // A later rejected submission suspends the production keys (and their rotation) until verified again.
+    expectOk(await sandbox.post<TenantView>("/api/v1/tenant/verification", submission))
+    await sleep(1_100)
+    expectError(await production.get("/api/v1/tenant"), 403, "tenant_not_verified")
+    expectError(await sandbox.post(`/api/v1/api-keys/${key.key_id}/rotate`, {}), 403, "tenant_not_verified")
+    expectError(
+      await sandbox.post("/api/v1/api-keys", { environment: "production" }),
+      403,
+      "tenant_not_verified",
+    )
+    expectOk(
+      await sandbox.post<TenantView>("/api/v1/tenant/verification", {
+        ...submission,
+        registration_number: "HRB 12345",
+      }),
+    )
+    await sleep(1_100)
     expect(expectOk(await production.get<TenantView>("/api/v1/tenant")).environment).toBe("production")
 
     const test = await createWallet(sandbox, "ethereum", "same-user")

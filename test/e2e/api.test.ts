@@ -446,6 +446,35 @@ describe("payments to an identifier nobody has linked yet", () => {
     expect(done.body.data).toEqual(completed)
   })
 
+  it("completes on link every payment waiting for the identifier, more than one page of them", async () => {
+    const payer = await createWallet(client, "ethereum", "many-payer")
+    const payee = await createWallet(client, "ethereum", "many-payee")
+    await fund(client, payer.wallet_id, "10")
+    const count = 230
+    for (let start = 0; start < count; start += 23) {
+      await Promise.all(
+        Array.from({ length: 23 }, () =>
+          pay(client, {
+            recipient: "many@example.com",
+            amount: "0.01",
+            token: "USDC",
+            from_wallet: payer.wallet_id,
+          }),
+        ).map(async (answer) => expect(expectOk(await answer).status).toBe("pending")),
+      )
+    }
+    await link(client, payee.wallet_id, "email", "many@example.com")
+    // Every one settled by the link itself: the payee has them all, the payer paid 0.01003 each.
+    const pending = expectOk(
+      await client.get<{ data: ReadonlyArray<TransactionView> }>(
+        `/api/v1/transactions?wallet_id=${payer.wallet_id}&status=pending&limit=100`,
+      ),
+    )
+    expect(pending.data).toEqual([])
+    expect(await usdcOf(client, payee.wallet_id)).toEqual({ amount: "2.30", reserved: "0.00" })
+    expect(await usdcOf(client, payer.wallet_id)).toEqual({ amount: "7.6931", reserved: "0.00" })
+  })
+
   it("fails with same_wallet, releasing the whole reservation and taking no fee, when the identifier is linked to the paying wallet itself", async () => {
     const payer = await createWallet(client, "ethereum", "self-linker")
     await fund(client, payer.wallet_id, "50")

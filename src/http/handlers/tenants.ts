@@ -16,6 +16,7 @@ import {
 } from "../../../domain/platform/scopes.ts"
 import { simulateVerification } from "../../../domain/platform/verification.ts"
 import {
+  type Caller,
   getKey,
   insertKey,
   listKeys,
@@ -236,10 +237,25 @@ export const TenantHandlers = HttpApiBuilder.group(PlatformApi, "tenant", (handl
   ),
 )
 
+/** A key grants only scopes it holds itself: a limited key cannot mint (or rotate into) a stronger one. */
+const scopesNotHeld = (caller: Caller, scopes: ReadonlyArray<ApiScope>, what: string) => {
+  const missing = scopes.filter((scope) => !caller.scopes.includes(scope))
+  return missing.length === 0
+    ? Effect.void
+    : Effect.fail(
+        forbidden(
+          "scope_not_held",
+          `${what} scopes this API key does not hold (${missing.join(", ")}); a key can pass on only its own scopes.`,
+        ),
+      )
+}
+
+/** The scopes asked for, or by default the creating key's own. */
 const parseScopes = (
+  caller: Caller,
   scopes: ReadonlyArray<string> | undefined,
 ): Effect.Effect<ReadonlyArray<ApiScope>, ApiError> => {
-  if (scopes === undefined) return Effect.succeed(apiScopes)
+  if (scopes === undefined) return Effect.succeed(caller.scopes)
   const unknown = scopes.find((scope) => !isApiScope(scope))
   if (unknown !== undefined) {
     return Effect.fail(
@@ -271,7 +287,8 @@ const createKey = (payload: {
         "environment",
       )
     }
-    const scopes = yield* parseScopes(payload.scopes)
+    const scopes = yield* parseScopes(caller, payload.scopes)
+    yield* scopesNotHeld(caller, scopes, "The new key would have")
     const name = payload.name === undefined ? null : yield* text(payload.name, "name", 100)
     if (environment === "production") {
       const tenant = yield* loadTenant(caller.tenant_id)
@@ -359,6 +376,26 @@ const rotateKey = (key_id: string, payload: { grace_period_seconds?: number | un
         `grace_period_seconds must be an integer from 0 to ${rotation_grace_ms_max / 1000}.`,
         "grace_period_seconds",
       )
+    }
+    // The successor has the rotated key's scopes: the caller must hold them all. A production key
+    // is rotated only while the tenant is verified (the key itself stops working otherwise).
+    const target = (yield* db(() =>
+      platform.pool.query<{ scopes: ApiScope[]; environment: Environment }>(
+        "select scopes, environment from platform.api_keys where tenant_id = $1 and key_id = $2",
+        [caller.tenant_id, key_id],
+      ),
+    )).rows[0]
+    if (target !== undefined) {
+      yield* scopesNotHeld(caller, target.scopes, `Key ${key_id} has`)
+      if (
+        target.environment === "production" &&
+        (yield* loadTenant(caller.tenant_id)).kyc_status !== "verified"
+      ) {
+        return yield* forbidden(
+          "tenant_not_verified",
+          "Production credentials require a verified tenant; submit verification at POST /api/v1/tenant/verification.",
+        )
+      }
     }
     const sealer = yield* StoredResponseSealer
     const result = yield* idempotent(
