@@ -251,6 +251,17 @@ const recordAttempt = async (
   })
 }
 
+/** Whether this job may send the attempt: no other job claimed it first. */
+const claimAttempt = async (pool: pg.Pool, job: DeliveryJob, job_id: string): Promise<boolean> => {
+  const claimed = await pool.query(
+    `update platform.webhook_deliveries set claim_attempt = $2, claim_job_id = $3
+     where delivery_id = $1 and status = 'pending' and attempt_count = $2 - 1
+       and (claim_attempt is distinct from $2 or claim_job_id = $3)`,
+    [job.delivery_id, job.attempt, job_id],
+  )
+  return claimed.rowCount === 1
+}
+
 /** A pending delivery whose endpoint was deleted ends as failed, without a request. */
 const failOrphan = async (pool: pg.Pool, job: DeliveryJob): Promise<DeliveryResult> => {
   const result = await pool.query(
@@ -264,13 +275,18 @@ const failOrphan = async (pool: pg.Pool, job: DeliveryJob): Promise<DeliveryResu
 /**
  * Makes the attempt a job carries. Reads the endpoint's secrets now, so a rotation applies to the
  * next attempt; while the previous secret is within its overlap, both signatures are sent.
- * @example const result = await deliverAttempt(pool, boss, settings, { delivery_id, attempt: 1 }, signal)
+ *
+ * Two jobs may carry the same attempt (redeliveries asked for at once, or one racing a scheduled
+ * retry): the first to claim the attempt sends it, the others skip; a retry of the claiming job
+ * itself (pg-boss runs a job again after its worker died) may send it again, and is recorded once.
+ * @example const result = await deliverAttempt(pool, boss, settings, { delivery_id, attempt: 1 }, job_id, signal)
  */
 export async function deliverAttempt(
   pool: pg.Pool,
   boss: PgBoss,
   settings: DeliverySettings,
   job: DeliveryJob,
+  job_id: string,
   signal: AbortSignal,
 ): Promise<DeliveryResult> {
   assert(
@@ -284,6 +300,7 @@ export async function deliverAttempt(
   // A deleted or disabled endpoint is not called again, retries included; a delivery to a disabled
   // one can be sent again by hand (redeliver) once it is enabled.
   if (target.webhook_deleted || !target.webhook_enabled) return await failOrphan(pool, job)
+  if (!(await claimAttempt(pool, job, job_id))) return "skipped"
   assert(isWebhookEventType(target.event_type), "an outbox event has a known type")
   assert(
     target.environment === "sandbox" || target.environment === "production",

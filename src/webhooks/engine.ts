@@ -58,7 +58,7 @@ const startWorkers = async (
     await Promise.all(
       jobs.map(async (job): Promise<JobResult> => {
         try {
-          await deliverAttempt(pool, boss, settings, job.data, job.signal)
+          await deliverAttempt(pool, boss, settings, job.data, job.id, job.signal)
           return { id: job.id, status: "completed" }
         } catch (error) {
           onError(error)

@@ -113,4 +113,14 @@ update platform.webhooks set secret_last4 = right(secret, 4);
 alter table platform.webhooks alter column secret_last4 set not null;
 `,
   },
+  {
+    version: 324,
+    name: "webhooks: one sender per attempt",
+    // The job that claimed the delivery's next attempt: another job of the same attempt skips it.
+    sql: `
+alter table platform.webhook_deliveries
+  add column claim_attempt integer,
+  add column claim_job_id text;
+`,
+  },
 ]

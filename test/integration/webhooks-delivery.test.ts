@@ -545,6 +545,32 @@ describe("redelivery and test events", () => {
     expect(receiver.received[1]?.headers["x-service-event-id"]).toBe(delivered.event_id)
   })
 
+  it("sends one request for redeliveries asked for at once, the one attempt it records", async () => {
+    const scope = newTenant()
+    const receiver = await startReceiver(() => ({ status: 200 }))
+    const webhook = await createWebhook(
+      db.pool,
+      scope,
+      { url: receiver.url, events: ["payment.completed"] },
+      box,
+    )
+    const engine = await start()
+    await enqueue(scope, "payment.completed")
+    const delivered = await settledDelivery(scope, webhook.webhook_id)
+
+    await Promise.all(
+      Array.from({ length: 5 }, () => redeliver(db.pool, engine.boss, scope, delivered.delivery_id)),
+    )
+    await waitFor("the redelivery", async () => {
+      const delivery = await getDelivery(db.pool, scope, delivered.delivery_id)
+      return delivery?.attempt_count === 2 && delivery.status === "succeeded" ? delivery : undefined
+    })
+    // The other four jobs of attempt 2 have run (or will): none may send.
+    await settle(1_500)
+    expect(receiver.received.map((r) => r.headers["x-service-delivery-attempt"])).toEqual(["1", "2"])
+    expect((await getDelivery(db.pool, scope, delivered.delivery_id))?.attempts).toHaveLength(2)
+  })
+
   it("sends a test event to the one endpoint named, with sample data", async () => {
     const scope = newTenant()
     const named = await startReceiver(() => ({ status: 200 }))
