@@ -349,6 +349,24 @@ describe("the integration flow", () => {
       [1, 401, "rejected: no_matching_signature", null],
       [2, 200, "ok", null],
     ])
+
+    // A delivery is a cursor of its own endpoint's list only.
+    const other = expectOk(
+      await client.post<WebhookView>("/api/v1/webhooks", {
+        url: `${receiver.url}/other`,
+        events: ["wallet.created"],
+        secret: "other-endpoint-secret-0001",
+      }),
+      201,
+    )
+    const cursor = `starting_after=${delivery?.delivery_id}`
+    expectOk(await client.get(`/api/v1/webhooks/${webhook.webhook_id}/deliveries?${cursor}`))
+    expectError(
+      await client.get(`/api/v1/webhooks/${other.webhook_id}/deliveries?${cursor}`),
+      400,
+      "invalid_cursor",
+    )
+    expectOk(await client.delete(`/api/v1/webhooks/${other.webhook_id}`))
   })
 
   it("sends signed sample events from the sandbox simulator, shaped like the real events' data", async () => {

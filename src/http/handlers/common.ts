@@ -65,16 +65,18 @@ export const listCursor = (
   list: keyof typeof cursorTables,
   caller: Caller,
   starting_after: string | undefined,
+  /** For a list inside a parent (an endpoint's deliveries): the parent's column and id. */
+  within?: { readonly column: "webhook_id"; readonly id: string },
 ): Effect.Effect<string | undefined, ApiError> => {
   if (starting_after === undefined || starting_after === "") return Effect.succeed(undefined)
   const [table, column] = cursorTables[list]
+  const parent = within === undefined ? "" : ` and ${within.column} = $4`
   return Effect.flatMap(
     db(() =>
-      pool.query(`select 1 from ${table} where tenant_id = $1 and environment = $2 and ${column} = $3`, [
-        caller.tenant_id,
-        caller.environment,
-        starting_after,
-      ]),
+      pool.query(
+        `select 1 from ${table} where tenant_id = $1 and environment = $2 and ${column} = $3${parent}`,
+        [caller.tenant_id, caller.environment, starting_after, ...(within === undefined ? [] : [within.id])],
+      ),
     ),
     (found) =>
       found.rows.length > 0 ? Effect.succeed(starting_after) : Effect.fail(invalidCursor(starting_after)),

@@ -272,7 +272,16 @@ export const WebhooksHandlers = HttpApiBuilder.group(PlatformApi, "webhooks", (h
             const limit = yield* parseLimit(query.limit)
             const owned = yield* db(() => getWebhook(pool, scopeOf(caller), params.webhook_id))
             if (owned === undefined) return yield* notFound("webhook", params.webhook_id, "webhook_id")
-            const starting_after = yield* listCursor(pool, "webhook_deliveries", caller, query.starting_after)
+            const starting_after = yield* listCursor(
+              pool,
+              "webhook_deliveries",
+              caller,
+              query.starting_after,
+              {
+                column: "webhook_id",
+                id: params.webhook_id,
+              },
+            )
             const page = yield* db(() =>
               listDeliveries(pool, scopeOf(caller), params.webhook_id, {
                 limit,
