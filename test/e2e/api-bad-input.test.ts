@@ -1118,6 +1118,21 @@ const transactionCases: ReadonlyArray<Case> = (() => {
       refused(400, "invalid_time", "created_lt"),
     ),
     list("created_lt=nope")("created_lt not a time", undefined, refused(400, "invalid_time", "created_lt")),
+    list("created_gte=2026-11-31T00:00:00Z")(
+      "created_gte on 31 November (rolled over to 1 December before)",
+      undefined,
+      refused(400, "invalid_time", "created_gte"),
+    ),
+    list("created_gte=2026-02-30")(
+      "created_gte on 30 February",
+      undefined,
+      refused(400, "invalid_time", "created_gte"),
+    ),
+    list("created_lt=2026-11-24T06:07:03.999")(
+      "created_lt without an offset (read in the server's time zone before)",
+      undefined,
+      refused(400, "invalid_time", "created_lt"),
+    ),
     list(`wallet_id=${unknownWallet}`)(
       "filter by an unknown wallet",
       undefined,

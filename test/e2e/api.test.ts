@@ -700,6 +700,21 @@ describe("Idempotency-Key on payments", () => {
     )
     expect(listed.data.map((t) => t.transaction_id)).toEqual([...ids])
     expect(await usdcOf(client, payer.wallet_id)).toEqual({ amount: "89.97", reserved: "0.00" })
+    // Time bounds are exact below the millisecond, in any offset.
+    const created_at = listed.data[0]?.created_at ?? ""
+    const idsWithin = async (bounds: string) =>
+      expectOk(
+        await client.get<Page<TransactionView>>(
+          `/api/v1/transactions?wallet_id=${payer.wallet_id}&${bounds}`,
+        ),
+      ).data.map((t) => t.transaction_id)
+    const later = encodeURIComponent(created_at.replace("Z", "1Z"))
+    expect(await idsWithin(`created_gte=${encodeURIComponent(created_at)}`)).toEqual([...ids])
+    expect(await idsWithin(`created_gte=${later}`)).toEqual([])
+    expect(await idsWithin(`created_lt=${later}`)).toEqual([...ids])
+    expect(await idsWithin(`created_lt=${encodeURIComponent(created_at)}`)).toEqual([])
+    const shifted = new Date(Date.parse(created_at) + 3_600_000).toISOString().replace("Z", "+01:00")
+    expect(await idsWithin(`created_gte=${encodeURIComponent(shifted)}`)).toEqual([...ids])
 
     const replayed = await pay(client, body, { "idempotency-key": key })
     expect(expectOk(replayed)).toEqual(responses[0]?.body)

@@ -9,6 +9,7 @@ import type { CreateTransfers } from "../../../domain/ledger/commands.ts"
 import { paymentFee, paymentTransfers } from "../../../domain/ledger/fee.ts"
 import type { Asset } from "../../../domain/money/asset.ts"
 import { type Identifier, parseRecipient } from "../../../domain/platform/identifiers.ts"
+import { parseTimestamp } from "../../../domain/platform/timestamp.ts"
 import {
   ensureAccounts,
   escrowAccount,
@@ -305,17 +306,18 @@ const pay = (payload: PayPayload) =>
 
 const statuses: ReadonlyArray<PaymentStatus> = ["pending", "completed", "failed"]
 
-/** Years PostgreSQL's timestamptz can compare with (it has no year 0; JavaScript reaches -271821). */
-const time_year_min = 1
-const time_year_max = 9999
-
 const checkTime = (value: string | undefined, param: string): Effect.Effect<string | undefined, ApiError> => {
   if (value === undefined) return Effect.succeed(undefined)
-  const time = new Date(value)
-  const year = time.getUTCFullYear()
-  return Number.isNaN(time.getTime()) || year < time_year_min || year > time_year_max
-    ? Effect.fail(badRequest("invalid_time", `${param} must be an ISO 8601 time.`, param))
-    : Effect.succeed(time.toISOString())
+  const time = parseTimestamp(value)
+  return time === undefined
+    ? Effect.fail(
+        badRequest(
+          "invalid_time",
+          `${param} must be an RFC 3339 time with its offset (2026-11-24T06:07:03.5Z, 2026-11-24T07:07:03+01:00; at most 6 decimals) or a date (2026-11-24, midnight UTC), of a real day, in years 0001-9999.`,
+          param,
+        ),
+      )
+    : Effect.succeed(time)
 }
 
 const list = (query: {
