@@ -80,25 +80,33 @@ export const classify = (squashed: unknown): ApiError | undefined => {
   return undefined
 }
 
-/** Every route's path pattern and method: the API's endpoints, the OpenAPI document and /docs. */
-const routes: ReadonlyArray<{ readonly pattern: RegExp; readonly method: string }> = (() => {
-  const found: Array<{ pattern: RegExp; method: string }> = [
-    { pattern: /^\/openapi\.json$/, method: "GET" },
-    { pattern: /^\/docs$/, method: "GET" },
-  ]
-  HttpApi.reflect(PlatformApi, {
-    onGroup: () => {},
-    onEndpoint: ({ endpoint }) => {
-      const segments = endpoint.path
-        .split("/")
-        .map((segment) =>
-          segment.startsWith(":") ? "[^/]+" : segment.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"),
-        )
-      found.push({ pattern: new RegExp(`^${segments.join("/")}$`), method: endpoint.method })
-    },
-  })
-  return found
-})()
+/**
+ * Every route's path pattern and method, and whether it takes a body: the API's endpoints, the
+ * OpenAPI document and /docs.
+ */
+const routes: ReadonlyArray<{ readonly pattern: RegExp; readonly method: string; readonly body: boolean }> =
+  (() => {
+    const found: Array<{ pattern: RegExp; method: string; body: boolean }> = [
+      { pattern: /^\/openapi\.json$/, method: "GET", body: false },
+      { pattern: /^\/docs$/, method: "GET", body: false },
+    ]
+    HttpApi.reflect(PlatformApi, {
+      onGroup: () => {},
+      onEndpoint: ({ endpoint }) => {
+        const segments = endpoint.path
+          .split("/")
+          .map((segment) =>
+            segment.startsWith(":") ? "[^/]+" : segment.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"),
+          )
+        found.push({
+          pattern: new RegExp(`^${segments.join("/")}$`),
+          method: endpoint.method,
+          body: endpoint.payload.size > 0,
+        })
+      },
+    })
+    return found
+  })()
 
 /** The methods some route serves at `url`'s path (empty when no route has the path at all). */
 export const allowedMethods = (url: string): ReadonlyArray<string> => {
@@ -143,6 +151,46 @@ const answer = (
 
 const bodyMethods = new Set(["POST", "PUT", "PATCH"])
 
+/** Whether the route `request` reaches takes no body (an action such as revoke or redeliver). */
+const takesNoBody = (request: HttpServerRequest.HttpServerRequest): boolean => {
+  const path = request.url.split("?")[0] ?? ""
+  const route = routes.find(
+    (candidate) => candidate.method === request.method && candidate.pattern.test(path),
+  )
+  return route !== undefined && !route.body
+}
+
+/**
+ * An endpoint without a body takes none, `{}` or `null`: anything else was silently ignored (a
+ * `wallet_id` sent to another wallet's "make default" changed nothing and said nothing).
+ */
+const unexpectedBody = (text: string): ApiError | undefined => {
+  if (text.trim() === "") return undefined
+  let value: unknown
+  try {
+    value = JSON.parse(text)
+  } catch {
+    return new ApiError({ status: 400, code: "invalid_json", message: "The request body is not valid JSON." })
+  }
+  if (value === null) return undefined
+  if (typeof value === "object" && !Array.isArray(value)) {
+    const [field] = Object.keys(value)
+    return field === undefined
+      ? undefined
+      : new ApiError({
+          status: 400,
+          code: "invalid_parameter",
+          message: `This endpoint takes no body fields; got ${JSON.stringify(field)}.`,
+          param: field,
+        })
+  }
+  return new ApiError({
+    status: 400,
+    code: "invalid_parameter",
+    message: "This endpoint takes no body: send none, {} or null.",
+  })
+}
+
 /**
  * A JSON body's text, for the checks `JSON.parse` skips (see json-body.ts). The body is read once:
  * the request caches it for the decoder. Bodies of other media types, and bodies that cannot be
@@ -155,9 +203,14 @@ const checkJsonBody = (request: HttpServerRequest.HttpServerRequest): Effect.Eff
   return request.text.pipe(
     Effect.map((text) => {
       const problem = jsonBodyProblem(text)
-      return problem === undefined
-        ? undefined
-        : new ApiError({ status: 400, code: problem.code, message: problem.message, param: problem.param })
+      if (problem !== undefined)
+        return new ApiError({
+          status: 400,
+          code: problem.code,
+          message: problem.message,
+          param: problem.param,
+        })
+      return takesNoBody(request) ? unexpectedBody(text) : undefined
     }),
     Effect.orElseSucceed(() => undefined),
   )

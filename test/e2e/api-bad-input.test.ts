@@ -407,6 +407,21 @@ const idempotencyKeyCases = (call: Endpoint, valid: Lazy<Json>): ReadonlyArray<C
     }),
   )
 
+/** Bodies a POST that takes none refuses. */
+const bodylessCases = (path: (f: Fixture) => string): ReadonlyArray<Case> => [
+  endpoint("POST", path)(
+    "a body that is not JSON to a POST without one",
+    raw("garbage"),
+    refused(400, "invalid_json"),
+  ),
+  endpoint("POST", path)(
+    "a field to a POST without a body",
+    { wallet_id: "wal_x" },
+    refused(400, "invalid_parameter", "wallet_id"),
+  ),
+  endpoint("POST", path)("an array to a POST without a body", [1], refused(400, "invalid_parameter")),
+]
+
 const limitCases = (path: (f: Fixture) => string): ReadonlyArray<Case> =>
   ["0", "101", "abc", "-1", "1.5", "", "1e1"].map((limit) =>
     endpoint("GET", (f) => `${path(f)}?limit=${encodeURIComponent(limit)}`)(
@@ -743,6 +758,10 @@ const walletCases: ReadonlyArray<Case> = (() => {
       undefined,
       refused(404, "wallet_not_found", "wallet_id"),
     ),
+    // Endpoints without a body take none, {} or null; anything else was ignored without a word.
+    ...bodylessCases((f) => `/api/v1/wallets/${f.wallets.sol}/default`),
+    ...bodylessCases((f) => `/api/v1/api-keys/${f.spare_key_id}/revoke`),
+    ...bodylessCases(() => "/api/v2/reconciliation/runs"),
   ]
 })()
 
