@@ -30,12 +30,15 @@ export class InvalidIdentifier extends Data.TaggedError("InvalidIdentifier")<{
 }> {}
 
 const identifierLengthMax = 254
-const phoneDigitsMin = 8
+/** The shortest numbers in service have 7 digits with their country code (Niue, Tokelau: +683 4002). */
+const phoneDigitsMin = 7
 const phoneDigitsMax = 15
+/** Separators people write inside numbers: spaces, dots, parentheses and every kind of dash. */
+const phoneSeparators = /[\s().\-\u2010-\u2015\u2212]/g
 
 /**
- * A phone number in E.164: `+`, a country code and subscriber number, 8 to 15 digits in all.
- * Spaces, dots, dashes and parentheses are dropped; a leading `00` is read as `+`; a trunk prefix
+ * A phone number in E.164: `+`, a country code and subscriber number, 7 to 15 digits in all.
+ * Spaces, dots, dashes (also typographic ones) and parentheses are dropped; a leading `00` is read as `+`; a trunk prefix
  * written `(0)` after the country code ("+44 (0)20 7946 0958") is dropped with its parentheses, as
  * it is dialled only from inside the country. A number without its country code is refused:
  * guessing the country would pay the wrong person.
@@ -46,44 +49,71 @@ export function normalisePhone(input: string): Result.Result<string, InvalidIden
   const compact = input
     .trim()
     .replace(/\(\s*0\s*\)/g, "")
-    .replace(/[\s().-]/g, "")
+    .replace(phoneSeparators, "")
   const international = compact.startsWith("00") ? `+${compact.slice(2)}` : compact
   const fail = (message: string) => Result.fail(new InvalidIdentifier({ kind: "phone", message }))
+  if (/[^+0-9]/.test(international))
+    return fail(
+      "a phone number has only digits after its + (spaces, dots, dashes and parentheses are allowed; extensions are not)",
+    )
   if (!international.startsWith("+")) return fail("phone numbers need their country code, e.g. +14155550100")
   const digits = international.slice(1)
   if (!/^[1-9][0-9]*$/.test(digits))
-    return fail("a phone number is + followed by digits, not starting with 0")
+    return fail("a phone number is one + and digits; country codes do not start with 0")
   if (digits.length < phoneDigitsMin || digits.length > phoneDigitsMax) {
     return fail(`a phone number has ${phoneDigitsMin} to ${phoneDigitsMax} digits (E.164)`)
   }
   return Result.succeed(`+${digits}`)
 }
 
-const emailLocalPattern = /^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*$/
+/** RFC 5321 dot-atom, with the letters and digits of any script (RFC 6531 internationalised mail). */
+const emailLocalPattern =
+  /^[\p{L}\p{M}\p{N}!#$%&'*+/=?^_`{|}~-]+(?:\.[\p{L}\p{M}\p{N}!#$%&'*+/=?^_`{|}~-]+)*$/u
 const domainLabelPattern = /^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/
+/** A top-level domain: letters, or an internationalised one in its ASCII form (`xn--p1ai`). */
+const tldPattern = /^(?:[A-Za-z]{2,}|xn--[A-Za-z0-9-]{1,59})$/
+
+/** An internationalised domain in its ASCII (punycode) form; undefined if it is not a host name. */
+const asciiDomain = (domain: string): string | undefined => {
+  // ASCII stays as written (the label checks below judge it); only other scripts are converted.
+  if (/^[\x21-\x7e]*$/.test(domain)) return domain
+  if (/[/\\?#@:%\s[\]]/.test(domain)) return undefined
+  try {
+    return new URL(`http://${domain}/`).hostname
+  } catch {
+    return undefined
+  }
+}
 
 /**
- * An e-mail address (RFC 5321 dot-atom local part, a domain of at least two labels), lower-cased:
- * identities match case-insensitively.
+ * An e-mail address (a dot-atom local part, in any script; a domain of at least two labels),
+ * Unicode-normalised (NFC) and lower-cased: identities match case-insensitively. An
+ * internationalised domain is kept in its ASCII form, so `ana@bücher.de` and
+ * `ana@xn--bcher-kva.de` are one address.
  * @example normaliseEmail("Ana@Example.COM") // Result.succeed("ana@example.com")
+ * @example normaliseEmail("ana@Bücher.de") // Result.succeed("ana@xn--bcher-kva.de")
  */
 export function normaliseEmail(input: string): Result.Result<string, InvalidIdentifier> {
-  const text = input.trim()
+  const text = input.trim().normalize("NFC")
   const fail = (message: string) => Result.fail(new InvalidIdentifier({ kind: "email", message }))
   const at = text.lastIndexOf("@")
-  if (at <= 0 || text.length > identifierLengthMax) return fail("not an e-mail address")
+  if (at <= 0) return fail("not an e-mail address")
   const local = text.slice(0, at)
-  const labels = text.slice(at + 1).split(".")
-  if (local.length > 64 || !emailLocalPattern.test(local)) return fail("the part before @ is not valid")
+  const domain = asciiDomain(text.slice(at + 1))
+  if (new TextEncoder().encode(local).length > 64 || !emailLocalPattern.test(local))
+    return fail("the part before @ is not valid")
+  const labels = domain?.split(".") ?? []
   const tld = labels[labels.length - 1] ?? ""
   if (
     labels.length < 2 ||
     !labels.every((label) => domainLabelPattern.test(label)) ||
-    !/^[A-Za-z]{2,}$/.test(tld)
+    !tldPattern.test(tld)
   ) {
     return fail("the domain is not valid")
   }
-  return Result.succeed(text.toLowerCase())
+  const address = `${local}@${domain}`.toLowerCase()
+  if (address.length > identifierLengthMax) return fail("not an e-mail address")
+  return Result.succeed(address)
 }
 
 /**
@@ -129,6 +159,15 @@ export function parseRecipient(input: string): Result.Result<Identifier, Invalid
   if (text.length === 0 || text.length > identifierLengthMax) {
     return Result.fail(
       new InvalidIdentifier({ kind: "recipient", message: "recipient must be 1-254 characters" }),
+    )
+  }
+  if (kind === "phone" && !/[0-9]/.test(text)) {
+    return Result.fail(
+      new InvalidIdentifier({
+        kind: "recipient",
+        message:
+          "recipient is a phone number with its country code (+14155550100), an e-mail address or a handle (@telegram:ana_b)",
+      }),
     )
   }
   return Result.map(normaliseIdentifier(kind, text), (value) => ({ kind, value }))

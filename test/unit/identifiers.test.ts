@@ -19,6 +19,9 @@ describe("normaliseIdentifier", () => {
     ["+442079460958", "+442079460958"],
     ["0044 20 7946 0958", "+442079460958"],
     ["+39 06 1234 5678", "+390612345678"],
+    ["+683 4002", "+6834002"],
+    ["+1 415\u2013555\u2013\u20140100", "+14155550100"],
+    ["+1\u00a0415\u00a0555\u00a00100", "+14155550100"],
   ])("phone %s is %s", (input, expected) => {
     expect(ok("phone", input)).toBe(expected)
   })
@@ -29,9 +32,48 @@ describe("normaliseIdentifier", () => {
     "+0 415 555 0100",
     "+1 415 CALL NOW",
     "+1234",
+    "+123456",
     `+${"1".repeat(16)}`,
   ])("refuses the phone %s", (input) => {
     expect(Result.isFailure(normaliseIdentifier("phone", input))).toBe(true)
+  })
+
+  it.each([
+    ["+1 415 555 0100 ext 5", /extensions are not/],
+    ["+1 415 CALL NOW", /only digits/],
+    ["+0 415 555 0100", /do not start with 0/],
+    ["4155550100", /country code/],
+  ])("says why the phone %s is refused", (input, reason) => {
+    const refused = normaliseIdentifier("phone", input)
+    expect(Result.isFailure(refused) ? refused.failure.message : "accepted").toMatch(reason)
+  })
+
+  it.each([
+    ["ana@bücher.de", "ana@xn--bcher-kva.de"],
+    ["Ana@BÜCHER.de", "ana@xn--bcher-kva.de"],
+    ["ana@xn--bcher-kva.de", "ana@xn--bcher-kva.de"],
+    ["ana@example.xn--p1ai", "ana@example.xn--p1ai"],
+    ["ana@пример.рф", "ana@xn--e1afmkfd.xn--p1ai"],
+    ["josé@example.com", "josé@example.com"],
+    // The same é written as e + a combining accent is the same address.
+    ["jose\u0301@example.com", "josé@example.com"],
+  ])("e-mail %s is %s", (input, expected) => {
+    expect(ok("email", input)).toBe(expected)
+  })
+
+  it.each([
+    "ana@bücher",
+    "ana@bü/cher.de",
+    "ana@exa mple.com",
+    "ana@example.c",
+    "ana@example.123",
+    "ana@-example.com",
+    "an a@example.com",
+    "ana@@example.com",
+    `${"a".repeat(65)}@example.com`,
+    `${"é".repeat(33)}@example.com`,
+  ])("refuses the e-mail %s", (input) => {
+    expect(Result.isFailure(normaliseIdentifier("email", input))).toBe(true)
   })
 
   it.each([
@@ -64,5 +106,13 @@ describe("normaliseIdentifier", () => {
       ),
       { numRuns: 500 },
     )
+  })
+
+  it("says what a recipient may be when it is none of the three", () => {
+    const refused = parseRecipient("hello")
+    expect(Result.isFailure(refused) ? refused.failure : undefined).toMatchObject({
+      kind: "recipient",
+      message: expect.stringMatching(/phone number .* e-mail address or a handle/),
+    })
   })
 })
