@@ -76,8 +76,14 @@ afterAll(async () => {
 
 describe("one chain's node down", () => {
   it("faucet: 503 and nothing written on the dead chain; mints once on the healthy one", async () => {
-    expectOk(await faucet(ethereum.wallet_id, "eth-1"))
-    expectOk(await faucet(ethereum.wallet_id, "eth-1"))
+    const first = await faucet(ethereum.wallet_id, "eth-1")
+    expectOk(first)
+    expect(first.headers.get("idempotent-replayed")).toBeNull()
+    const retried = await faucet(ethereum.wallet_id, "eth-1")
+    expectOk(retried)
+    // The retry credits nothing and says it is a replay (its balance is today's).
+    expect(retried.headers.get("idempotent-replayed")).toBe("true")
+    expect(retried.body).toEqual(first.body)
     expect(await usdc(ethereum.wallet_id)).toBe("1.00")
     const before = await usdc(avalanche.wallet_id)
 

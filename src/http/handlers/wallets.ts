@@ -3,6 +3,7 @@
  */
 import { hash } from "node:crypto"
 import { Effect } from "effect"
+import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import type { TokenSymbol } from "../../../domain/chains/registry.ts"
 import {
@@ -255,7 +256,11 @@ const faucet = (payload: { wallet_id: string; token: string; amount: number | st
     const tokens = yield* db(() =>
       walletBalances(platform.pool, caller.tenant_id, caller.environment, wallet.wallet_id),
     )
-    return { wallet_id: wallet.wallet_id, tokens }
+    const balance = { wallet_id: wallet.wallet_id, tokens }
+    // A retry credited nothing: it answers the balance as it is now, marked as a replay.
+    return result.replayed
+      ? HttpServerResponse.jsonUnsafe(balance, { headers: { "idempotent-replayed": "true" } })
+      : balance
   })
 
 export const WalletsHandlers = HttpApiBuilder.group(PlatformApi, "wallets", (handlers) =>
