@@ -464,6 +464,20 @@ describe("payments to an identifier nobody has linked yet", () => {
     expect(done.body.data).toEqual(completed)
   })
 
+  it("answers a second link of a linked identifier 409 naming the identity that holds it", async () => {
+    const holder = await createWallet(client, "ethereum", "relink-holder")
+    const other = await createWallet(client, "ethereum", "relink-other")
+    const linked = await link(client, holder.wallet_id, "email", "relink@example.com")
+    const again = (wallet_id: string) =>
+      client.post("/api/v1/identities", { wallet_id, kind: "email", value: "Relink@Example.com" })
+    const same = expectError(await again(holder.wallet_id), 409, "identity_already_linked")
+    expect(same.message).toContain(`linked to this wallet already (identity ${linked.identity_id})`)
+    const elsewhere = expectError(await again(other.wallet_id), 409, "identity_already_linked")
+    expect(elsewhere.message).toContain(
+      `linked to wallet ${holder.wallet_id} (identity ${linked.identity_id})`,
+    )
+  })
+
   it("completes on link every payment waiting for the identifier, more than one page of them", async () => {
     const payer = await createWallet(client, "ethereum", "many-payer")
     const payee = await createWallet(client, "ethereum", "many-payee")

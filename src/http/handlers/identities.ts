@@ -17,7 +17,7 @@ import { idPrefixes, newId } from "../../platform/ids.ts"
 import { Platform } from "../../platform/service.ts"
 import { settleWaitingPayments } from "../../platform/settlement.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
-import { badRequest, conflict, notFound } from "../errors.ts"
+import { ApiError, badRequest, conflict, notFound } from "../errors.ts"
 import { idempotent, storedResponse } from "../idempotency.ts"
 import { db, dbUnique, listCursor, parseLimit, respond } from "./common.ts"
 import { callerWallet } from "./wallets.ts"
@@ -95,6 +95,36 @@ const link = (payload: { wallet_id: string; kind: string; value: string }) =>
     )
     if ("identity_id" in identity) yield* settle(caller, identity.value, identity.wallet_id)
     return identity
+  }).pipe(
+    Effect.catchIf(
+      (error): error is ApiError => error instanceof ApiError && error.code === "identity_already_linked",
+      (error) => alreadyLinked(payload, error),
+    ),
+  )
+
+/** The 409 names the identity that holds the identifier, and says when it is the same wallet's. */
+const alreadyLinked = (payload: { wallet_id: string; kind: string; value: string }, error: ApiError) =>
+  Effect.gen(function* () {
+    const caller = yield* CurrentCaller
+    const { pool } = yield* Platform
+    const value = normaliseIdentifier(payload.kind as IdentityKind, payload.value)
+    const holder = Result.isFailure(value)
+      ? undefined
+      : (yield* db(() =>
+          pool.query<{ identity_id: string; wallet_id: string }>(
+            `select identity_id, wallet_id from platform.identities
+              where tenant_id = $1 and environment = $2 and value = $3 and unlinked_at is null`,
+            [caller.tenant_id, caller.environment, value.success],
+          ),
+        )).rows[0]
+    if (holder === undefined) return yield* error
+    return yield* conflict(
+      "identity_already_linked",
+      holder.wallet_id === payload.wallet_id
+        ? `This identifier is linked to this wallet already (identity ${holder.identity_id}); nothing to do.`
+        : `This identifier is linked to wallet ${holder.wallet_id} (identity ${holder.identity_id}); unlink it first.`,
+      "value",
+    )
   })
 
 /** Completes waiting payments; a failure here is logged and left to the settlement sweeper. */
