@@ -237,6 +237,13 @@ export const TenantHandlers = HttpApiBuilder.group(PlatformApi, "tenant", (handl
   ),
 )
 
+/** Production keys are created and rotated only for a verified tenant. */
+const notVerified = () =>
+  forbidden(
+    "tenant_not_verified",
+    "Production credentials require a verified tenant; submit verification at POST /api/v1/tenant/verification.",
+  )
+
 /** A key grants only scopes it holds itself: a limited key cannot mint (or rotate into) a stronger one. */
 const scopesNotHeld = (caller: Caller, scopes: ReadonlyArray<ApiScope>, what: string) => {
   const missing = scopes.filter((scope) => !caller.scopes.includes(scope))
@@ -293,10 +300,7 @@ const createKey = (payload: {
     if (environment === "production") {
       const tenant = yield* loadTenant(caller.tenant_id)
       if (tenant.kyc_status !== "verified") {
-        return yield* forbidden(
-          "tenant_not_verified",
-          "Production credentials require a verified tenant; submit verification at POST /api/v1/tenant/verification.",
-        )
+        return yield* notVerified()
       }
     }
     const sealer = yield* StoredResponseSealer
@@ -391,10 +395,7 @@ const rotateKey = (key_id: string, payload: { grace_period_seconds?: number | un
         target.environment === "production" &&
         (yield* loadTenant(caller.tenant_id)).kyc_status !== "verified"
       ) {
-        return yield* forbidden(
-          "tenant_not_verified",
-          "Production credentials require a verified tenant; submit verification at POST /api/v1/tenant/verification.",
-        )
+        return yield* notVerified()
       }
     }
     const sealer = yield* StoredResponseSealer
