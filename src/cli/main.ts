@@ -159,12 +159,21 @@ const parse = (argv: ReadonlyArray<string>) => {
   }
 }
 
-const runVerify = async (store: PostgresEventStore, io: Io): Promise<number> => {
+const runVerify = async (pool: pg.Pool, store: PostgresEventStore, io: Io): Promise<number> => {
   // On a terminal, a running count; in logs and pipes only the verdict.
   const progress = io.err.isTTY
     ? (n: number) => io.err.write(`\rverify: ${n.toLocaleString("en-US")} events checked`)
     : undefined
-  const report = await verifyEvents(store, progress)
+  // Read before the events: an append committed meanwhile only adds events after a head.
+  const heads = (
+    await pool.query<{ stream_id: string; version: string; last_hash: string }>(
+      "select stream_id, version::text, encode(last_hash, 'hex') as last_hash from streams",
+    )
+  ).rows.map((row) => ({ stream_id: row.stream_id, version: Number(row.version), last_hash: row.last_hash }))
+  const report = await verifyEvents(store, {
+    heads,
+    ...(progress === undefined ? {} : { onProgress: progress }),
+  })
   if (progress !== undefined) io.err.write("\n")
   const counts =
     `${report.event_count} events in ${report.stream_count} streams ` +
@@ -218,7 +227,7 @@ const runExport = async (
 const run = async (command: Command, values: Values, io: Io, pool: pg.Pool, store: PostgresEventStore) => {
   switch (command) {
     case "verify":
-      return runVerify(store, io)
+      return runVerify(pool, store, io)
     case "replay": {
       const { summary } = await replay(pool, store, io.err, batchSize(values["batch-size"]))
       io.out.write(`${summary}\n`)
@@ -242,7 +251,11 @@ const main = async (argv: ReadonlyArray<string>, io: Io): Promise<number> => {
     if (parsed.name === "replay") batchSize(parsed.values["batch-size"])
     const config = readConfig(io.env)
     const log = config.logLevel === "debug" ? (line: string) => io.err.write(`${line}\n`) : undefined
-    const db = await openDatabase(config, { poolSize: 4, ...(log === undefined ? {} : { log }) })
+    const db = await openDatabase(config, {
+      poolSize: 4,
+      existing: true,
+      ...(log === undefined ? {} : { log }),
+    })
     const store = makePostgresEventStore(db.pool)
     try {
       return await run(parsed.name, parsed.values, io, db.pool, store)

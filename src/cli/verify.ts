@@ -4,7 +4,9 @@
  * event's hash and that each hash is what the event's fields hash to (so an edited event shows). Per
  * ledger stream it folds the domain's `evolve`, which asserts every rule the decider enforced, and at
  * the end checks double entry per asset (pending and posted apart) and that no constrained account
- * is overdrawn.
+ * is overdrawn. Given the store's stream heads (the version and hash each append moved the head to),
+ * it checks that every stream ends where its head says: events deleted from a stream's end leave the
+ * remaining chain intact, and only the head shows them missing.
  *
  * Memory: a page of events, plus each stream's head and each ledger's folded state (its accounts and
  * transfer ids), which `evolve` needs.
@@ -61,6 +63,14 @@ const errorText = (error: unknown): string =>
 
 class Verifier {
   readonly streams = new Map<string, StreamCheck>()
+  /** The heads read before the events; and the hash each stream's event at its head's version had. */
+  readonly heads: ReadonlyMap<string, StreamHead>
+  readonly hash_at_head = new Map<string, string>()
+
+  constructor(heads: ReadonlyArray<StreamHead> = []) {
+    this.heads = new Map(heads.map((head) => [head.stream_id, head]))
+  }
+
   readonly problems: VerifyProblem[] = []
   problem_count = 0
   event_count = 0
@@ -87,6 +97,9 @@ class Verifier {
       this.report(event, `prev_hash ${event.prev_hash} is not the previous event's hash ${last_hash}`)
     }
     this.checkHash(event)
+    if (this.heads.get(event.stream_id)?.version === event.stream_version) {
+      this.hash_at_head.set(event.stream_id, event.hash)
+    }
     const is_ledger = ledgerTypes.has(event.event_type)
     const ledger = stream === undefined ? (is_ledger ? initialState : undefined) : stream.ledger
     const next: StreamCheck = stream ?? { version, last_hash, last_event: event, ledger, is_ledger }
@@ -126,6 +139,41 @@ class Verifier {
     }
   }
 
+  /**
+   * Every stream reaches its head (read before the events, so later appends may go past it) with
+   * the head's hash at the head's version; every stream with events has a head.
+   */
+  checkHeads(): void {
+    for (const head of this.heads.values()) {
+      const stream = this.streams.get(head.stream_id)
+      if (stream === undefined) {
+        this.problem_count += 1
+        if (this.problems.length < problem_count_max) {
+          this.problems.push({
+            global_position: 0n,
+            stream_id: head.stream_id,
+            stream_version: 0,
+            event_id: "",
+            reason: `the stream's head is version ${head.version}, but the stream has no events: they were deleted`,
+          })
+        }
+      } else if (stream.version < head.version) {
+        this.report(
+          stream.last_event,
+          `the stream's head is version ${head.version}, but its last event is version ${stream.version}: the events after it were deleted`,
+        )
+      } else if (this.hash_at_head.get(head.stream_id) !== head.last_hash) {
+        this.report(
+          stream.last_event,
+          `the stream's head is version ${head.version} with hash ${head.last_hash}, but that event's hash is ${this.hash_at_head.get(head.stream_id)}: the events were replaced`,
+        )
+      }
+    }
+    for (const [stream_id, stream] of this.streams) {
+      if (!this.heads.has(stream_id)) this.report(stream.last_event, "the stream has events but no head")
+    }
+  }
+
   /** Double entry per asset and overdrafts, over each ledger's final state; blamed on its last event. */
   finish(): number {
     let account_count = 0
@@ -152,17 +200,29 @@ class Verifier {
   }
 }
 
+/** Where the store says a stream ends: the version and hash of its last append. */
+export interface StreamHead {
+  readonly stream_id: string
+  readonly version: number
+  readonly last_hash: string
+}
+
 /**
- * Verifies every event of the store; `onProgress` gets the number of events checked after each page.
+ * Verifies every event of the store, and with `heads` that each stream ends at its head;
+ * `onProgress` gets the number of events checked after each page.
  * @example
- * const report = await verifyEvents(store)
+ * const report = await verifyEvents(store, { heads })
  * if (report.problem_count > 0) console.error(report.problems[0])
  */
 export const verifyEvents = async (
   store: EventStore["Service"],
-  onProgress?: (event_count: number) => void,
+  options: {
+    readonly heads?: ReadonlyArray<StreamHead>
+    readonly onProgress?: (event_count: number) => void
+  } = {},
 ): Promise<VerifyReport> => {
-  const verifier = new Verifier()
+  const { heads, onProgress } = options
+  const verifier = new Verifier(heads)
   let after_position = 0n
   for (;;) {
     const page = await Effect.runPromise(store.readAll({ after_position, max_count: page_size }))
@@ -173,6 +233,7 @@ export const verifyEvents = async (
     after_position = last.global_position
   }
   const account_count = verifier.finish()
+  if (heads !== undefined) verifier.checkHeads()
   return {
     event_count: verifier.event_count,
     stream_count: verifier.streams.size,

@@ -208,13 +208,29 @@ export const startEmbedded = async (options: EmbeddedOptions): Promise<EmbeddedS
   }
 }
 
-/** Creates a database if it does not exist yet (CREATE DATABASE has no IF NOT EXISTS). */
-export const ensureDatabase = async (serverUrl: string, name: string): Promise<string> => {
+/** Whether `dataDir` holds an initialised embedded server (the platform ran there once). */
+export const hasEmbeddedServer = (dataDir: string): boolean =>
+  fs.existsSync(path.join(dataDir, "pg", "PG_VERSION"))
+
+/**
+ * Creates a database if it does not exist yet (CREATE DATABASE has no IF NOT EXISTS); with
+ * `create: false`, throws instead when it does not exist.
+ */
+export const ensureDatabase = async (
+  serverUrl: string,
+  name: string,
+  options: { readonly create?: boolean } = {},
+): Promise<string> => {
   const { default: pg } = await import("pg")
   const client = new pg.Client({ connectionString: serverUrl })
   await client.connect()
   try {
     const found = await client.query("select 1 from pg_database where datname = $1", [name])
+    if (found.rowCount === 0 && options.create === false) {
+      throw new Error(
+        `the embedded server has no database ${JSON.stringify(name)}: the platform never ran here`,
+      )
+    }
     if (found.rowCount === 0) {
       await client.query(`create database ${client.escapeIdentifier(name)}`).catch((error: unknown) => {
         // Another process created it between our check and our create.

@@ -5,7 +5,7 @@
  */
 import pg from "pg"
 import type { PlatformConfig } from "../config.ts"
-import { ensureDatabase, startEmbedded } from "./embedded.ts"
+import { ensureDatabase, hasEmbeddedServer, startEmbedded } from "./embedded.ts"
 import { runMigrations } from "./migrate.ts"
 import { platformMigrations } from "./migrations.ts"
 
@@ -19,26 +19,61 @@ export interface OpenDatabase {
 /** The database the platform uses inside the embedded server. */
 const embedded_database_name = "platform"
 
+/** A tool that reads a platform's data found none where it was pointed. */
+export class NoPlatformDatabase extends Error {
+  override readonly name = "NoPlatformDatabase"
+}
+
 export const openDatabase = async (
   config: PlatformConfig,
-  options: { readonly poolSize?: number; readonly log?: (line: string) => void } = {},
+  options: {
+    readonly poolSize?: number
+    readonly log?: (line: string) => void
+    /**
+     * Open only a database the platform has used (the auditor's tools): never initialise a server
+     * or create a database, and fail with `NoPlatformDatabase` where there is none.
+     */
+    readonly existing?: boolean
+  } = {},
 ): Promise<OpenDatabase> => {
   let url: string
   let stopServer = async () => {}
   if (config.databaseUrl !== undefined) {
     url = config.databaseUrl
   } else {
+    if (options.existing === true && !hasEmbeddedServer(config.dataDir)) {
+      throw new NoPlatformDatabase(
+        `no platform database in DATA_DIR ${config.dataDir} (no ${config.dataDir}/pg): point DATA_DIR at the platform's data directory, or set DATABASE_URL`,
+      )
+    }
     const server = await startEmbedded({
       dataDir: config.dataDir,
       ...(options.log ? { log: options.log } : {}),
     })
-    url = await ensureDatabase(server.url, embedded_database_name)
+    try {
+      url = await ensureDatabase(server.url, embedded_database_name, { create: options.existing !== true })
+    } catch (error) {
+      await server.stop()
+      throw options.existing === true && error instanceof Error
+        ? new NoPlatformDatabase(`DATA_DIR ${config.dataDir}: ${error.message}`)
+        : error
+    }
     stopServer = server.stop
   }
   const pool = new pg.Pool({ connectionString: url, max: options.poolSize ?? 20 })
   // An idle client that loses its connection emits 'error'; without a listener Node would crash.
   pool.on("error", (error) => options.log?.(`idle database client error: ${error.message}`))
   try {
+    if (options.existing === true) {
+      const found = await pool.query<{ events: string | null }>(
+        "select to_regclass('events')::text as events",
+      )
+      if (found.rows[0]?.events == null) {
+        throw new NoPlatformDatabase(
+          `the database ${config.databaseUrl === undefined ? `in DATA_DIR ${config.dataDir}` : "at DATABASE_URL"} holds no event store: the platform never ran on it`,
+        )
+      }
+    }
     await runMigrations(pool, platformMigrations)
   } catch (error) {
     await pool.end()

@@ -177,6 +177,30 @@ describe("ledger CLI", () => {
     expect(result.stderr).toMatch(message)
   })
 
+  it("refuses with exit 1 a DATA_DIR or a database where the platform never ran, creating nothing", async () => {
+    const missing = path.join(tmp, "no-such-data-dir")
+    for (const command of ["verify", "export", "replay"]) {
+      const result = await runCli([command], { DATABASE_URL: "", DATA_DIR: missing })
+      expect(result.code).toBe(1)
+      expect(result.stdout).toBe("")
+      expect(result.stderr).toContain(`no platform database in DATA_DIR ${missing}`)
+      expect(fs.existsSync(missing)).toBe(false)
+    }
+    const empty = await freshDatabase({ migrate: false })
+    try {
+      const result = await runCli(["verify"], { DATABASE_URL: empty.url })
+      expect(result.code).toBe(1)
+      expect(result.stderr).toMatch(/holds no event store: the platform never ran on it/)
+      // Nothing was migrated into it either.
+      const tables = await empty.pool.query(
+        "select count(*)::int as n from pg_tables where schemaname = 'public'",
+      )
+      expect(tables.rows[0]?.n).toBe(0)
+    } finally {
+      await empty.drop()
+    }
+  })
+
   it("verify passes on an intact store", async () => {
     const result = await runCli(["verify"])
     expect(result.stderr).toBe("")
@@ -295,6 +319,53 @@ describe("ledger CLI", () => {
         .split("\n")
         .map((line) => JSON.parse(line)),
     ).toEqual(inWindow)
+  })
+
+  it("verify exits 1 when events were deleted from a stream's end, or a whole stream's, the chain left intact", async () => {
+    const events = await Effect.runPromise(store.readStream(sandbox.stream_id))
+    const last = events.at(-1)
+    if (last === undefined) throw new Error("no sandbox events")
+    const others = (await allEvents()).filter(
+      (e) => e.stream_id !== sandbox.stream_id && e.stream_id !== production.stream_id,
+    )
+    const lone = others[0]
+    if (lone === undefined) throw new Error("no third stream")
+    // Deleted and put back on one connection: the CLI, another process, sees the deletion committed.
+    const client = await db.pool.connect()
+    const deleteAndVerify = async (where: string, values: ReadonlyArray<unknown>) => {
+      await client.query("alter table events disable trigger events_append_only")
+      await client.query(`create temp table saved as select * from events where ${where}`, [...values])
+      await client.query(`delete from events where ${where}`, [...values])
+      try {
+        return await runCli(["verify"])
+      } finally {
+        await client.query("insert into events overriding system value select * from saved")
+        await client.query("drop table saved")
+        await client.query("alter table events enable trigger events_append_only")
+      }
+    }
+    try {
+      const truncated = await deleteAndVerify("stream_id = $1 and stream_version >= $2", [
+        sandbox.stream_id,
+        last.stream_version - 1,
+      ])
+      expect(truncated.code).toBe(1)
+      expect(truncated.stdout).toMatch(/verify: FAILED: 1 problem/)
+      expect(truncated.stdout).toContain(`stream ${sandbox.stream_id}, version ${last.stream_version - 2}`)
+      expect(truncated.stdout).toMatch(
+        new RegExp(
+          `head is version ${last.stream_version}, but its last event is version ${last.stream_version - 2}: the events after it were deleted`,
+        ),
+      )
+      const emptied = await deleteAndVerify("stream_id = $1", [lone.stream_id])
+      expect(emptied.code).toBe(1)
+      expect(emptied.stdout).toContain(`stream ${lone.stream_id}`)
+      expect(emptied.stdout).toMatch(/the stream has no events: they were deleted/)
+    } finally {
+      client.release()
+    }
+    // Put back, the store verifies again.
+    expect((await runCli(["verify"])).code).toBe(0)
   })
 
   it("verify exits 1 and names the one event whose data was tampered with", async () => {
