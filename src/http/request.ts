@@ -199,9 +199,13 @@ const unexpectedBody = (text: string): ApiError | undefined => {
 const checkJsonBody = (request: HttpServerRequest.HttpServerRequest): Effect.Effect<ApiError | undefined> => {
   if (!bodyMethods.has(request.method)) return Effect.succeed(undefined)
   const media = request.headers["content-type"]
-  if (media !== undefined && !/^\s*application\/json\s*(;|$)/i.test(media)) return Effect.succeed(undefined)
+  const json = media === undefined || /^\s*application\/json\s*(;|$)/i.test(media)
+  const bodyless = takesNoBody(request)
+  // Other media types are the decoder's to refuse (415), except where no decoder runs.
+  if (!json && !bodyless) return Effect.succeed(undefined)
   return request.text.pipe(
     Effect.map((text) => {
+      if (!json) return text === "" ? undefined : unsupportedMediaType(request)
       const problem = jsonBodyProblem(text)
       if (problem !== undefined)
         return new ApiError({
@@ -210,7 +214,7 @@ const checkJsonBody = (request: HttpServerRequest.HttpServerRequest): Effect.Eff
           message: problem.message,
           param: problem.param,
         })
-      return takesNoBody(request) ? unexpectedBody(text) : undefined
+      return bodyless ? unexpectedBody(text) : undefined
     }),
     Effect.orElseSucceed(() => undefined),
   )

@@ -420,6 +420,22 @@ const bodylessCases = (path: (f: Fixture) => string): ReadonlyArray<Case> => [
     refused(400, "invalid_parameter", "wallet_id"),
   ),
   endpoint("POST", path)("an array to a POST without a body", [1], refused(400, "invalid_parameter")),
+  endpoint("POST", path)(
+    "a form body to a POST without one",
+    raw("garbage=1"),
+    refused(415, "unsupported_media_type"),
+    {
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+    },
+  ),
+  endpoint("POST", path)(
+    "a text body to a POST without one",
+    raw("hello"),
+    refused(415, "unsupported_media_type"),
+    {
+      headers: { "content-type": "text/plain" },
+    },
+  ),
 ]
 
 const limitCases = (path: (f: Fixture) => string): ReadonlyArray<Case> =>
