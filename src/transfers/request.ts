@@ -11,6 +11,7 @@ import { assert } from "../../domain/assert.ts"
 import {
   type CustodyChain,
   canonicalAddress,
+  chainFamily,
   isNullAddress,
   sameAddress,
 } from "../../domain/custody/derive.ts"
@@ -67,6 +68,8 @@ export interface TransferRequest {
   readonly environment: Environment
   readonly wallet: SourceWallet
   readonly to_address: string
+  /** The chain's other token contracts (or mints): no destination either. */
+  readonly other_contracts?: ReadonlyArray<string>
   /** In the token's smallest unit; the fee (0.3 %) is charged on top. */
   readonly amount: bigint
   readonly token: TransferToken
@@ -102,6 +105,17 @@ export type RequestError =
   | UnsupportedChain
   | WriterError
 
+/**
+ * Solana's token, token-2022, associated-token-account and memo programs: an account "owned" by one
+ * of them is one nobody can sign for. (The system program is the null account.)
+ */
+const solana_program_addresses = [
+  "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA",
+  "TokenzQdBNbLqP5VEhdkAS6EPFLC1PHnBqCXEpPxuEb",
+  "ATokenGPvbdGVxr1b2hvZbsiqW5xWH25efTNsLJA8knL",
+  "MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr",
+]
+
 /** Checks the request; answers the destination in its canonical spelling (EVM: EIP-55 checksummed). */
 const validate = (deps: RequestDeps, request: TransferRequest): Effect.Effect<string, RequestError> => {
   const { chain } = request.wallet
@@ -120,7 +134,10 @@ const validate = (deps: RequestDeps, request: TransferRequest): Effect.Effect<st
   const unusable = (reason: UnusableDestination["reason"]) =>
     Effect.fail(new UnusableDestination({ chain, address: to_address, reason }))
   if (sameAddress(chain, to_address, request.wallet.address)) return unusable("own_address")
-  if (sameAddress(chain, to_address, request.token.contract)) return unusable("token_contract")
+  const contracts = [request.token.contract, ...(request.other_contracts ?? [])]
+  if (chainFamily(chain) === "solana") contracts.push(...solana_program_addresses)
+  if (contracts.some((contract) => sameAddress(chain, to_address, contract)))
+    return unusable("token_contract")
   if (isNullAddress(chain, to_address)) return unusable("null_address")
   return Effect.succeed(to_address)
 }

@@ -341,8 +341,12 @@ describe("POST /api/v2/transfers on the local chain", () => {
       chain: await tokenBalance(wallet.address as Address),
     }
     expect(before.chain).toBeGreaterThan(0n)
+    const chains = expectOk(await client.get<{ data: ReadonlyArray<ChainView> }>("/api/v2/chains")).data
+    const usdt = chains.find((chain) => chain.chain === "ethereum")?.tokens.find((t) => t.token === "USDT")
     const cases: ReadonlyArray<readonly [string, string]> = [
       [wallet.address.toLowerCase(), "same_address"],
+      // The chain's other token: USDC sent to the USDT contract is stuck there too.
+      [usdt?.contract_address ?? "", "token_contract_address"],
       [`0x${usdc.slice(2).toUpperCase()}`, "token_contract_address"],
       [usdc.toLowerCase(), "token_contract_address"],
       ["0x0000000000000000000000000000000000000000", "null_address"],
@@ -656,10 +660,13 @@ describe("POST /api/v2/transfers on the local Solana chain", () => {
     )
     // Its own address and the USDC mint are Solana addresses where nothing would arrive.
     const chains = expectOk(await client.get<{ data: ReadonlyArray<ChainView> }>("/api/v2/chains")).data
-    const mint = chains.find((chain) => chain.chain === "solana")?.tokens.find((t) => t.token === "USDC")
+    const mints = chains.find((chain) => chain.chain === "solana")?.tokens ?? []
+    const mint = (token: string) => mints.find((t) => t.token === token)?.contract_address ?? ""
     for (const [to_address, code] of [
       [sender.address, "same_address"],
-      [mint?.contract_address ?? "", "token_contract_address"],
+      [mint("USDC"), "token_contract_address"],
+      [mint("USDT"), "token_contract_address"],
+      ["TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA", "token_contract_address"],
       ["11111111111111111111111111111111", "null_address"],
     ] as const) {
       expectError(

@@ -53,7 +53,7 @@ const unusableDestination = (error: UnusableDestination): ApiError => {
     case "token_contract":
       return unprocessable(
         "token_contract_address",
-        `to_address is the token's own contract on ${error.chain}: tokens sent there cannot be recovered.`,
+        `to_address is a token contract, mint or token program on ${error.chain}, not an owner's address: tokens sent there cannot be recovered.`,
         "to_address",
       )
     case "null_address":
@@ -164,6 +164,7 @@ const createTransfer = (payload: TransferPayload) =>
           environment: caller.environment,
           wallet: { wallet_id: wallet.wallet_id, chain, address: wallet.address, ...key_path },
           to_address: payload.to_address.trim(),
+          other_contracts: [...running.contracts.values()],
           amount,
           token: { asset, contract },
           // The ledger keeps the key with the reservation: a retry answers the transfer as it is now.
