@@ -97,7 +97,15 @@ export interface ReconcilerDeps {
 export interface ReconcileOptions {
   /** Before a drifting group is read again; default 1,000. */
   readonly recheck_delay_ms?: number
+  /** The longest one group's on-chain read may take before the chain counts as unavailable; default 10,000. */
+  readonly chain_read_deadline_ms?: number
 }
+
+/**
+ * A node that stops answering is given this long per group, not its client's retries (viem: 10 s
+ * per request, four tries: 40 s per read), so a reconciliation run answers within seconds.
+ */
+const chain_read_deadline_ms_default = 10_000
 
 interface LedgerRow {
   account_id: string
@@ -166,12 +174,22 @@ const chainErrorMessage = (error: unknown): string => {
 }
 
 /** Every custody address's token balance, in the order of `addresses`; rejects when the node cannot be read. */
-const readChainSide = (running: RunningChain, contract: string, addresses: ReadonlyArray<string>) =>
+const readChainSide = (
+  running: RunningChain,
+  contract: string,
+  addresses: ReadonlyArray<string>,
+  deadline_ms: number,
+) =>
   Effect.runPromise(
     Effect.forEach(
       addresses,
       (address) => running.adapter.balance(address, { kind: "token", contract }).pipe(Effect.orDie),
       { concurrency: balance_read_concurrency },
+    ).pipe(
+      Effect.timeoutOrElse({
+        duration: deadline_ms,
+        orElse: () => Effect.die(new Error(`the node did not answer within ${deadline_ms / 1000} s`)),
+      }),
     ),
   )
 
@@ -185,6 +203,8 @@ const readGroup = async (
   group: { tenant_id: string; environment: Environment; chain: WalletChain; token: TokenSymbol },
   running: RunningChain,
   contract: string,
+  /** How long the chain may take; or the error of a read of this run that found the chain unavailable. */
+  chain: { readonly deadline_ms: number } | { readonly unavailable: string },
 ): Promise<ReconciliationReport> => {
   const asset = tokenAsset(group.chain, group.token)
   const ledger = await readLedgerSide(deps.pool, group.tenant_id, group.environment, asset)
@@ -193,14 +213,18 @@ const readGroup = async (
       where tenant_id = $1 and environment = $2 and chain = $3 order by wallet_id`,
     [group.tenant_id, group.environment, group.chain],
   )
-  const chain_side = await readChainSide(
-    running,
-    contract,
-    wallets.rows.map((wallet) => wallet.address),
-  ).then(
-    (balances) => ({ balances, error: null }),
-    (error: unknown) => ({ balances: null, error: chainErrorMessage(error) }),
-  )
+  const chain_side =
+    "unavailable" in chain
+      ? { balances: null, error: chain.unavailable }
+      : await readChainSide(
+          running,
+          contract,
+          wallets.rows.map((wallet) => wallet.address),
+          chain.deadline_ms,
+        ).then(
+          (balances) => ({ balances, error: null }),
+          (error: unknown) => ({ balances: null, error: chainErrorMessage(error) }),
+        )
   const addresses = new Map(
     wallets.rows.map((wallet, i) => [
       wallet.wallet_id,
@@ -326,6 +350,7 @@ export const reconcileTenant = async (
   options: ReconcileOptions = {},
 ): Promise<ReadonlyArray<ReconciliationReport>> => {
   const recheck_delay_ms = options.recheck_delay_ms ?? 1_000
+  const deadline_ms = options.chain_read_deadline_ms ?? chain_read_deadline_ms_default
   const chains = await deps.pool.query<{ chain: WalletChain }>(
     "select distinct chain from platform.wallets where tenant_id = $1 and environment = $2 order by chain",
     [tenant_id, environment],
@@ -334,13 +359,16 @@ export const reconcileTenant = async (
   for (const { chain } of chains.rows) {
     const running = deps.chains.get(environment, chain)
     if (running === undefined) continue
+    // Once a chain is found unavailable, its other groups in this run say so without waiting again.
+    let reading: { readonly deadline_ms: number } | { readonly unavailable: string } = { deadline_ms }
     for (const [token, contract] of running.contracts) {
       const group = { tenant_id, environment, chain, token }
-      let report = await readGroup(deps, group, running, contract)
+      let report = await readGroup(deps, group, running, contract, reading)
       if (report.status === "drift") {
         await new Promise((resolve) => setTimeout(resolve, recheck_delay_ms))
-        report = await readGroup(deps, group, running, contract)
+        report = await readGroup(deps, group, running, contract, reading)
       }
+      if (report.status === "unavailable" && report.error !== null) reading = { unavailable: report.error }
       await storeReport(deps.pool, report)
       reports.push(report)
     }

@@ -2,6 +2,7 @@
 // local anvil chains, both are matched; once one anvil is stopped, a run still reconciles the other
 // (drift minted behind the platform's back is found there) and reports the stopped one `unavailable`
 // with the error, its last on-chain figures and when it last matched, instead of failing.
+import * as net from "node:net"
 import type { Address } from "viem"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { makeEvmAdapter } from "../../adapters/chains/evm/adapter.ts"
@@ -15,7 +16,7 @@ import { callStablecoin, test_mnemonic, testWallet } from "../support/evm.ts"
 const tenant_id = "ten_unavailable"
 const issuer = testWallet(0)
 const minted = 7_000_000n
-const chain_ids = { ethereum: 1, avalanche: 43114 } as const
+const chain_ids = { ethereum: 1, avalanche: 43114, polygon: 137 } as const
 type Chain = keyof typeof chain_ids
 
 let db: TestDatabase
@@ -42,7 +43,7 @@ const startChain = async (chain: Chain) => {
   })
 }
 
-const reconcile = () =>
+const reconcile = (options: { chain_read_deadline_ms?: number } = {}) =>
   reconcileTenant(
     {
       pool: db.pool,
@@ -52,7 +53,7 @@ const reconcile = () =>
     },
     tenant_id,
     "sandbox",
-    { recheck_delay_ms: 50 },
+    { recheck_delay_ms: 50, ...options },
   )
 
 const byChain = <T extends { chain: string }>(reports: ReadonlyArray<T>, chain: Chain): T => {
@@ -136,5 +137,54 @@ describe("reconciliation with one chain down", () => {
       error: dead.error,
       last_matched_at: matched_at.toISOString(),
     })
+  }, 60_000)
+
+  it("gives a node that accepts but never answers a deadline, once per chain and run, not the client's retries", async () => {
+    // A node that takes every request and answers none (a stopped process, a black-holed host).
+    let requests = 0
+    const sockets = new Set<net.Socket>()
+    const hanging = net.createServer((socket) => {
+      sockets.add(socket)
+      socket.on("data", () => {
+        requests += 1
+      })
+    })
+    await new Promise<void>((resolve) => hanging.listen(0, "127.0.0.1", resolve))
+    const { port } = hanging.address() as net.AddressInfo
+    running.set("polygon", {
+      adapter: makeEvmAdapter({
+        chain_id: chain_ids.polygon,
+        rpc_url: `http://127.0.0.1:${port}`,
+        finality_confirmations: 1,
+      }),
+      contracts: new Map([
+        ["USDC", "0x3c499c542cEF5E3811e1192ce70d8cC03d5c3359"],
+        ["USDT", "0xc2132D05D31c914a87C6611C10748AEb04B58e8F"],
+      ]),
+      gas_probe_address: issuer.address,
+      fund: null,
+      finality_confirmations: 1,
+      faucet_senders: new Set(),
+    })
+    await db.pool.query(
+      `insert into platform.wallets
+         (wallet_id, tenant_id, environment, chain, address, derivation_index, external_id, label, created_at)
+       values ('wal_unavailable_polygon', $1, 'sandbox', 'polygon', $2, 9, 'polygon', 'polygon', now())`,
+      [tenant_id, testWallet(9).address],
+    )
+    try {
+      const reports = await reconcile({ chain_read_deadline_ms: 300 })
+      const polygon = reports.filter((report) => report.chain === "polygon")
+      expect(polygon.map((report) => [report.token, report.status, report.error])).toEqual([
+        ["USDC", "unavailable", "the node did not answer within 0.3 s"],
+        ["USDT", "unavailable", "the node did not answer within 0.3 s"],
+      ])
+      // The second group took the first's verdict: the node got one request, not one per group.
+      expect(requests).toBe(1)
+    } finally {
+      running.delete("polygon")
+      for (const socket of sockets) socket.destroy()
+      await new Promise((resolve) => hanging.close(resolve))
+    }
   }, 60_000)
 })

@@ -165,6 +165,9 @@ const makeDefault = (wallet_id: string) =>
 const faucetTransferId = (caller: Caller, idempotency_key: string) =>
   `fct_${hash("sha256", `${caller.tenant_id}\n${caller.environment}\n${idempotency_key}`).slice(0, 32)}`
 
+/** The longest a sandbox mint may take before the faucet answers 503 (anvil mines at once). */
+const faucet_chain_deadline_ms = 20_000
+
 const chainUnavailable = (chain: string, error: unknown) =>
   new ApiError({
     status: 503,
@@ -220,7 +223,19 @@ const faucet = (payload: { wallet_id: string; token: string; amount: number | st
           yield* Effect.tryPromise({
             try: () => fund(wallet.address, asset.symbol as TokenSymbol, amount),
             catch: (error) => chainUnavailable(wallet.chain, error),
-          })
+          }).pipe(
+            // A node that stops answering gets a deadline, not its client's retries (80 s and more).
+            Effect.timeoutOrElse({
+              duration: faucet_chain_deadline_ms,
+              orElse: () =>
+                Effect.fail(
+                  chainUnavailable(
+                    wallet.chain,
+                    new Error(`the node did not answer within ${faucet_chain_deadline_ms / 1000} s`),
+                  ),
+                ),
+            }),
+          )
         }
         return yield* mapLedgerErrors(
           platform.writer.execute(
