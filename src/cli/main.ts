@@ -18,6 +18,7 @@ import {
   type PostgresEventStore,
 } from "../../adapters/eventstore/postgres/event-store.ts"
 import { ledgerStreamId } from "../../domain/ledger/events.ts"
+import { parseTimestamp } from "../../domain/platform/timestamp.ts"
 import { ConfigError, readConfig } from "../config.ts"
 import { openDatabase } from "../db/open.ts"
 import { type ExportFormat, type ExportSelection, exportEvents } from "./export.ts"
@@ -42,8 +43,9 @@ Options for export:
   --stream <stream id>      Only this stream, in version order.
   --ledger <tenant>:<env>   Only this ledger's stream: a tenant id and sandbox or production
                             (e.g. ten_01a2014f77067aa4b7b966a15701b30e:sandbox).
-  --from <ISO 8601 time>    Only events recorded at or after this time.
-  --to <ISO 8601 time>      Only events recorded before this time.
+  --from <RFC 3339 time>    Only events recorded at or after this time (2025-01-31T00:00:00Z,
+                            ...+01:00, or a date 2025-01-31 for midnight UTC).
+  --to <RFC 3339 time>      Only events recorded before this time.
   --format ndjson|csv       Output format (default ndjson). CSV has a header row; data and
                             metadata are JSON columns.
   --output <file>           Write to this file instead of standard output.
@@ -84,15 +86,21 @@ type Values = Readonly<Record<string, string | undefined>>
 
 const isCommand = (name: string): name is Command => Object.hasOwn(commandOptions, name)
 
+/**
+ * A bound as whole milliseconds (events are recorded to the millisecond): RFC 3339 with its offset,
+ * or a date; a bound between two milliseconds is rounded up, which keeps both comparisons exact
+ * (at or after `from`, before `to`).
+ */
 const parseTime = (flag: string, value: string | undefined): number | undefined => {
   if (value === undefined) return undefined
-  const ms = Date.parse(value)
-  if (!/^\d{4}-\d{2}-\d{2}/.test(value) || Number.isNaN(ms)) {
+  const exact = parseTimestamp(value)
+  if (exact === undefined) {
     throw new UsageError(
-      `--${flag} must be an ISO 8601 time such as 2025-01-31T00:00:00Z, got ${JSON.stringify(value)}`,
+      `--${flag} must be an RFC 3339 time with its offset such as 2025-01-31T00:00:00Z, or a date such as 2025-01-31, of a real day; got ${JSON.stringify(value)}`,
     )
   }
-  return ms
+  const below_ms = /\.\d{3}(\d+)/.exec(exact)?.[1] ?? ""
+  return Date.parse(exact) + (/[1-9]/.test(below_ms) ? 1 : 0)
 }
 
 interface ExportArguments {

@@ -164,7 +164,9 @@ describe("ledger CLI", () => {
     },
     { args: ["export", "--ledger", "acme"], message: /<tenant id>:sandbox or <tenant id>:production/ },
     { args: ["export", "--ledger", "acme:prod"], message: /<tenant id>:sandbox or <tenant id>:production/ },
-    { args: ["export", "--from", "yesterday"], message: /--from must be an ISO 8601 time/ },
+    { args: ["export", "--from", "yesterday"], message: /--from must be an RFC 3339 time/ },
+    { args: ["export", "--from", "2026-11-31T00:00:00Z"], message: /--from must be an RFC 3339 time/ },
+    { args: ["export", "--to", "2026-11-24T06:07:03"], message: /--to must be an RFC 3339 time/ },
     {
       args: ["export", "--from", "2025-02-01T00:00:00Z", "--to", "2025-01-01T00:00:00Z"],
       message: /--from must be before --to/,
@@ -319,6 +321,18 @@ describe("ledger CLI", () => {
         .split("\n")
         .map((line) => JSON.parse(line)),
     ).toEqual(inWindow)
+
+    // A bound between two milliseconds is exact: just after `from` leaves its events out, just
+    // after `to` takes its events in.
+    const after = (time: string) => time.replace("Z", "1Z")
+    const shifted = await runCli(["export", "--from", after(from), "--to", after(to)])
+    expect(shifted.code).toBe(0)
+    expect(
+      shifted.stdout
+        .trimEnd()
+        .split("\n")
+        .map((line) => JSON.parse(line)),
+    ).toEqual(events.filter((e) => e.recorded_at > from && e.recorded_at <= to).map(exported))
   })
 
   it("verify exits 1 when events were deleted from a stream's end, or a whole stream's, the chain left intact", async () => {
