@@ -29,7 +29,8 @@
  * finding where the time goes: BENCH_PROFILE=1 (run the server under `node --cpu-prof` and print
  * its top self-time areas and functions over the timed phase), BENCH_PG_STATEMENTS=1 (start the
  * embedded server with pg_stat_statements loaded, shared by the platform, and print the statements
- * that took the most time per payment), BENCH_KEEP_DATA=1 (keep DATA_DIR and the profile). Both
+ * that took the most time per payment), BENCH_KEEP_DATA=1 (keep DATA_DIR and the profile), BENCH_SERVER_LOG=<file> (everything the server
+ * writes, e.g. its GC pauses with BENCH_NODE_FLAGS=--trace-gc). Both
  * instruments cost some throughput.
  */
 import * as fs from "node:fs"

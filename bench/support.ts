@@ -59,8 +59,11 @@ export const startServer = async (options: ServerOptions): Promise<Server> => {
   })
   let output = ""
   const warnings: string[] = []
+  // BENCH_SERVER_LOG=<file>: every line the server writes (with BENCH_NODE_FLAGS=--trace-gc, its pauses).
+  const server_log = process.env.BENCH_SERVER_LOG
   const keep = (chunk: Buffer) => {
     const text = chunk.toString()
+    if (server_log !== undefined && server_log !== "") fs.appendFileSync(server_log, text)
     output = (output + text).slice(-65_536)
     for (const line of text.split("\n")) if (/"level":"(WARN|ERROR|FATAL)"/i.test(line)) warnings.push(line)
   }
