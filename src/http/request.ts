@@ -5,7 +5,7 @@
  * error body. Defects are logged with the request id and answered 500 without internals.
  */
 import { randomBytes } from "node:crypto"
-import { ByteSize, Cause, Effect, SchemaIssue, type Types } from "effect"
+import { ByteSize, Cause, Effect, SchemaAST, SchemaIssue, type Types } from "effect"
 import {
   HttpIncomingMessage,
   HttpRouter,
@@ -80,33 +80,42 @@ export const classify = (squashed: unknown): ApiError | undefined => {
   return undefined
 }
 
-/**
- * Every route's path pattern and method, and whether it takes a body: the API's endpoints, the
- * OpenAPI document and /docs.
- */
-const routes: ReadonlyArray<{ readonly pattern: RegExp; readonly method: string; readonly body: boolean }> =
-  (() => {
-    const found: Array<{ pattern: RegExp; method: string; body: boolean }> = [
-      { pattern: /^\/openapi\.json$/, method: "GET", body: false },
-      { pattern: /^\/docs$/, method: "GET", body: false },
-    ]
-    HttpApi.reflect(PlatformApi, {
-      onGroup: () => {},
-      onEndpoint: ({ endpoint }) => {
-        const segments = endpoint.path
-          .split("/")
-          .map((segment) =>
-            segment.startsWith(":") ? "[^/]+" : segment.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"),
-          )
-        found.push({
-          pattern: new RegExp(`^${segments.join("/")}$`),
-          method: endpoint.method,
-          body: endpoint.payload.size > 0,
-        })
-      },
-    })
-    return found
-  })()
+/** A route: the API's endpoints, the OpenAPI document and /docs. */
+interface Route {
+  readonly pattern: RegExp
+  readonly method: string
+  /** Whether it takes a body. */
+  readonly body: boolean
+  /** The query parameters a list takes; undefined for routes without a query schema. */
+  readonly query: ReadonlyArray<string> | undefined
+}
+
+const routes: ReadonlyArray<Route> = (() => {
+  const found: Array<Route> = [
+    { pattern: /^\/openapi\.json$/, method: "GET", body: false, query: undefined },
+    { pattern: /^\/docs$/, method: "GET", body: false, query: undefined },
+  ]
+  HttpApi.reflect(PlatformApi, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint }) => {
+      const segments = endpoint.path
+        .split("/")
+        .map((segment) =>
+          segment.startsWith(":") ? "[^/]+" : segment.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"),
+        )
+      found.push({
+        pattern: new RegExp(`^${segments.join("/")}$`),
+        method: endpoint.method,
+        body: endpoint.payload.size > 0,
+        query:
+          endpoint.query !== undefined && SchemaAST.isObjects(endpoint.query.ast)
+            ? endpoint.query.ast.propertySignatures.map((property) => String(property.name))
+            : undefined,
+      })
+    },
+  })
+  return found
+})()
 
 /** The methods some route serves at `url`'s path (empty when no route has the path at all). */
 export const allowedMethods = (url: string): ReadonlyArray<string> => {
@@ -151,13 +160,38 @@ const answer = (
 
 const bodyMethods = new Set(["POST", "PUT", "PATCH"])
 
+/** The route `request` reaches, if any. */
+const routeOf = (request: HttpServerRequest.HttpServerRequest): Route | undefined => {
+  const path = request.url.split("?")[0] ?? ""
+  return routes.find((candidate) => candidate.method === request.method && candidate.pattern.test(path))
+}
+
 /** Whether the route `request` reaches takes no body (an action such as revoke or redeliver). */
 const takesNoBody = (request: HttpServerRequest.HttpServerRequest): boolean => {
-  const path = request.url.split("?")[0] ?? ""
-  const route = routes.find(
-    (candidate) => candidate.method === request.method && candidate.pattern.test(path),
-  )
+  const route = routeOf(request)
   return route !== undefined && !route.body
+}
+
+/**
+ * A list's query parameter it does not take: a misspelt filter (`?wallet=`) would otherwise be
+ * ignored and answer the unfiltered list, which reads as a filtered one.
+ */
+const unknownQueryParameter = (request: HttpServerRequest.HttpServerRequest): ApiError | undefined => {
+  const at = request.url.indexOf("?")
+  if (at < 0) return undefined
+  const taken = routeOf(request)?.query
+  if (taken === undefined) return undefined
+  for (const name of new URLSearchParams(request.url.slice(at + 1)).keys()) {
+    if (!taken.includes(name)) {
+      return new ApiError({
+        status: 400,
+        code: "invalid_parameter",
+        message: `Unknown query parameter ${JSON.stringify(name)}; this list takes ${taken.join(", ")}.`,
+        param: name,
+      })
+    }
+  }
+  return undefined
 }
 
 /**
@@ -234,9 +268,11 @@ export const RequestMiddleware = HttpRouter.middleware(
       const request = yield* HttpServerRequest.HttpServerRequest
       const sent = request.headers["x-request-id"]
       const request_id = sent !== undefined && requestIdPattern.test(sent) ? sent : newRequestId()
-      const refused = yield* checkJsonBody(request).pipe(
-        Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(request_body_bytes_max)),
-      )
+      const refused =
+        unknownQueryParameter(request) ??
+        (yield* checkJsonBody(request).pipe(
+          Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(request_body_bytes_max)),
+        ))
       const response =
         refused !== undefined
           ? errorResponse(refused, request_id)

@@ -760,6 +760,11 @@ const walletCases: ReadonlyArray<Case> = (() => {
     ),
     ...limitCases(() => "/api/v1/wallets"),
     ...cursorCases(() => "/api/v1/wallets"),
+    endpoint("GET", "/api/v1/wallets?externalid=a")(
+      "a misspelt wallet filter",
+      undefined,
+      refused(400, "invalid_parameter", "externalid"),
+    ),
     get("get an unknown wallet", `/api/v1/wallets/${unknownWallet}`),
     get("get another tenant's wallet", (f) => `/api/v1/wallets/${f.other_wallet}`),
     get("balance of an unknown wallet", `/api/v1/wallets/${unknownWallet}/balance`),
@@ -1126,6 +1131,17 @@ const transactionCases: ReadonlyArray<Case> = (() => {
   return [
     ...limitCases(() => "/api/v1/transactions"),
     ...cursorCases(() => "/api/v1/transactions"),
+    // A misspelt filter answered the unfiltered list, as if filtered.
+    list("wallet=wal_x")(
+      "a misspelt filter (wallet for wallet_id)",
+      undefined,
+      refused(400, "invalid_parameter", "wallet"),
+    ),
+    list("limit=5&created_after=2026-01-01")(
+      "a filter the list does not take",
+      undefined,
+      refused(400, "invalid_parameter", "created_after"),
+    ),
     list("status=done")("unknown status filter", undefined, refused(400, "invalid_status", "status")),
     list("status=COMPLETED")(
       "status filter in upper case",
