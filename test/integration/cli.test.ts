@@ -324,8 +324,8 @@ describe("ledger CLI", () => {
 
     // A bound between two milliseconds is exact: just after `from` leaves its events out, just
     // after `to` takes its events in.
-    const after = (time: string) => time.replace("Z", "1Z")
-    const shifted = await runCli(["export", "--from", after(from), "--to", after(to)])
+    const justAfter = (time: string) => time.replace("Z", "1Z")
+    const shifted = await runCli(["export", "--from", justAfter(from), "--to", justAfter(to)])
     expect(shifted.code).toBe(0)
     expect(
       shifted.stdout
