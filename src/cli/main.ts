@@ -155,7 +155,8 @@ const batchSize = (value: string | undefined): number | undefined => {
 /** Parses the command line; returns undefined when it asks for help. */
 const parse = (argv: ReadonlyArray<string>) => {
   const [name, ...rest] = argv
-  if (name === undefined || name === "help" || name === "--help" || name === "-h") return undefined
+  if (name === undefined) throw new UsageError("no command given: verify, replay or export")
+  if (name === "help" || name === "--help" || name === "-h") return undefined
   if (!isCommand(name)) throw new UsageError(`unknown command ${JSON.stringify(name)}`)
   if (rest.includes("--help") || rest.includes("-h")) return undefined
   try {

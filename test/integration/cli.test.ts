@@ -156,6 +156,7 @@ describe("ledger CLI", () => {
   })
 
   it.each([
+    { args: [], message: /no command given: verify, replay or export/ },
     { args: ["frobnicate"], message: /unknown command "frobnicate"/ },
     { args: ["export", "--format", "xml"], message: /--format must be ndjson or csv/ },
     {
