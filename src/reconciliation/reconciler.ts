@@ -14,8 +14,8 @@
  * drifting is therefore read again after `recheck_delay_ms`, and only drift found twice is reported.
  *
  * Each group is reconciled on its own: a chain whose node cannot be read (down, unreachable, failing)
- * gets an `unavailable` report carrying the error, the ledger side read afresh and the on-chain
- * figures of its last successful read, and the run goes on with the other groups, so one dead node
+ * gets an `unavailable` report carrying the error and the figures of its last complete read (both
+ * sides, so they agree), and the run goes on with the other groups, so one dead node
  * never hides drift on the healthy chains. A failure of the database is no chain's fault and still
  * fails the run.
  *
@@ -280,9 +280,11 @@ const readGroup = async (
 }
 
 /**
- * Replaces the group's stored report. An `unavailable` report keeps the on-chain figures and accounts
- * of the last successful read (the chain side is unknown, not zero) and a drift's `drift_since`;
- * `last_matched_at` moves only when the group is matched.
+ * Replaces the group's stored report. An `unavailable` report keeps every figure and the accounts
+ * of the last complete read, ledger side included, so that they agree with each other (the chain
+ * side is unknown, not zero; a fresh ledger figure beside an old on-chain one and its old difference
+ * would add up to nothing), and a drift's `drift_since`; `last_matched_at` moves only when the
+ * group is matched.
  */
 const storeReport = async (pool: pg.Pool, report: ReconciliationReport): Promise<void> => {
   await pool.query(
@@ -295,8 +297,12 @@ const storeReport = async (pool: pg.Pool, report: ReconciliationReport): Promise
              case when $6 = 'matched' then $14::timestamptz end)
      on conflict (tenant_id, environment, chain, token) do update set
        token_decimals = excluded.token_decimals, status = excluded.status,
-       ledger_balance = excluded.ledger_balance,
-       pending_outgoing = excluded.pending_outgoing, pending_incoming = excluded.pending_incoming,
+       ledger_balance = case when excluded.status = 'unavailable'
+                             then platform.reconciliation_reports.ledger_balance else excluded.ledger_balance end,
+       pending_outgoing = case when excluded.status = 'unavailable'
+                               then platform.reconciliation_reports.pending_outgoing else excluded.pending_outgoing end,
+       pending_incoming = case when excluded.status = 'unavailable'
+                               then platform.reconciliation_reports.pending_incoming else excluded.pending_incoming end,
        on_chain_balance = case when excluded.status = 'unavailable'
                                then platform.reconciliation_reports.on_chain_balance else excluded.on_chain_balance end,
        difference = case when excluded.status = 'unavailable'

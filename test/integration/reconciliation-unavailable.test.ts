@@ -98,6 +98,16 @@ describe("reconciliation with one chain down", () => {
 
     await nodes.get("avalanche")?.stop()
     nodes.delete("avalanche")
+    // The ledger side moves meanwhile (a deposit seen on the now dead chain): the unavailable report
+    // must not set this fresh figure beside the last read's on-chain figure and difference.
+    await db.pool.query(
+      `insert into platform.chain_deposits (deposit_id, tenant_id, environment, wallet_id, chain, token,
+         token_decimals, token_contract, to_address, from_address, amount, tx_hash, log_index, block_number,
+         block_hash, status, seen_at)
+       values ('dep_unavailable', $1, 'sandbox', 'wal_unavailable_avalanche', 'avalanche', 'USDC@avalanche', 6, $2, $3, $3,
+               5000000, '0xabc', 0, 1, '0xdef', 'seen', now())`,
+      [tenant_id, running.get("avalanche")?.contracts.get("USDC"), testWallet(2).address],
+    )
     // Money the ledger does not know appears on the healthy chain: it must still be found.
     const ethereum = running.get("ethereum")
     const wallet = testWallet(1).address as Address
@@ -124,9 +134,14 @@ describe("reconciliation with one chain down", () => {
     const stored = await storedReports(db.pool, tenant_id, "sandbox")
     expect(byChain(stored, "ethereum")).toMatchObject({ status: "drift", on_chain_balance: minted })
     const stored_dead = byChain(stored, "avalanche")
+    expect(dead.pending_incoming).toBe(5_000_000n)
+    const matched_dead = byChain(before, "avalanche")
     expect(stored_dead).toMatchObject({
       status: "unavailable",
       error: dead.error,
+      ledger_balance: matched_dead.ledger_balance,
+      pending_incoming: matched_dead.pending_incoming,
+      difference: matched_dead.difference,
       on_chain_balance: 0n,
       last_matched_at: matched_at,
       drift_since: null,
