@@ -80,6 +80,8 @@ export const classify = (squashed: unknown): ApiError | undefined => {
   return undefined
 }
 
+const bodyMethods = new Set(["POST", "PUT", "PATCH"])
+
 /** A route: the API's endpoints, the OpenAPI document and /docs. */
 interface Route {
   readonly pattern: RegExp
@@ -158,19 +160,19 @@ const answer = (
   )
 }
 
-const bodyMethods = new Set(["POST", "PUT", "PATCH"])
+/** The routes that take no body although their method does, and the lists with a query schema. */
+const bodylessRoutes = routes.filter((route) => bodyMethods.has(route.method) && !route.body)
+const queryRoutes = routes.filter((route) => route.query !== undefined)
 
-/** The route `request` reaches, if any. */
-const routeOf = (request: HttpServerRequest.HttpServerRequest): Route | undefined => {
+/** The route of `candidates` that `request` reaches, if any (few candidates: no scan of every route). */
+const routeAmong = (candidates: ReadonlyArray<Route>, request: HttpServerRequest.HttpServerRequest) => {
   const path = request.url.split("?")[0] ?? ""
-  return routes.find((candidate) => candidate.method === request.method && candidate.pattern.test(path))
+  return candidates.find((candidate) => candidate.method === request.method && candidate.pattern.test(path))
 }
 
 /** Whether the route `request` reaches takes no body (an action such as revoke or redeliver). */
-const takesNoBody = (request: HttpServerRequest.HttpServerRequest): boolean => {
-  const route = routeOf(request)
-  return route !== undefined && !route.body
-}
+const takesNoBody = (request: HttpServerRequest.HttpServerRequest): boolean =>
+  routeAmong(bodylessRoutes, request) !== undefined
 
 /**
  * A list's query parameter it does not take: a misspelt filter (`?wallet=`) would otherwise be
@@ -179,7 +181,7 @@ const takesNoBody = (request: HttpServerRequest.HttpServerRequest): boolean => {
 const unknownQueryParameter = (request: HttpServerRequest.HttpServerRequest): ApiError | undefined => {
   const at = request.url.indexOf("?")
   if (at < 0) return undefined
-  const taken = routeOf(request)?.query
+  const taken = routeAmong(queryRoutes, request)?.query
   if (taken === undefined) return undefined
   for (const name of new URLSearchParams(request.url.slice(at + 1)).keys()) {
     if (!taken.includes(name)) {
