@@ -251,16 +251,30 @@ const recordAttempt = async (
   })
 }
 
-/** Whether this job may send the attempt: no other job claimed it first. */
-const claimAttempt = async (pool: pg.Pool, job: DeliveryJob, job_id: string): Promise<boolean> => {
+/**
+ * Whether this job may send the attempt: no other job claimed it, or the claim is older than a job
+ * may run (pg-boss gives a job the delivery timeout and a minute: `claim_lifetime_s`), so a claim
+ * whose job died for good does not hold the delivery forever.
+ */
+const claimAttempt = async (
+  pool: pg.Pool,
+  job: DeliveryJob,
+  job_id: string,
+  claim_lifetime_s: number,
+): Promise<boolean> => {
   const claimed = await pool.query(
-    `update platform.webhook_deliveries set claim_attempt = $2, claim_job_id = $3
+    `update platform.webhook_deliveries set claim_attempt = $2, claim_job_id = $3, claimed_at = now()
      where delivery_id = $1 and status = 'pending' and attempt_count = $2 - 1
-       and (claim_attempt is distinct from $2 or claim_job_id = $3)`,
-    [job.delivery_id, job.attempt, job_id],
+       and (claim_attempt is distinct from $2 or claim_job_id = $3
+            or claimed_at < now() - make_interval(secs => $4))`,
+    [job.delivery_id, job.attempt, job_id, claim_lifetime_s],
   )
   return claimed.rowCount === 1
 }
+
+/** How long a job runs at most before pg-boss takes it for dead (the queue's `expireInSeconds`). */
+export const jobLifetimeSeconds = (delivery_timeout_ms: number): number =>
+  Math.ceil(delivery_timeout_ms / 1000) + 60
 
 /** A pending delivery whose endpoint was deleted ends as failed, without a request. */
 const failOrphan = async (pool: pg.Pool, job: DeliveryJob): Promise<DeliveryResult> => {
@@ -300,7 +314,8 @@ export async function deliverAttempt(
   // A deleted or disabled endpoint is not called again, retries included; a delivery to a disabled
   // one can be sent again by hand (redeliver) once it is enabled.
   if (target.webhook_deleted || !target.webhook_enabled) return await failOrphan(pool, job)
-  if (!(await claimAttempt(pool, job, job_id))) return "skipped"
+  if (!(await claimAttempt(pool, job, job_id, jobLifetimeSeconds(settings.delivery_timeout_ms))))
+    return "skipped"
   assert(isWebhookEventType(target.event_type), "an outbox event has a known type")
   assert(
     target.environment === "sandbox" || target.environment === "production",

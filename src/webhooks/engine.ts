@@ -5,7 +5,7 @@
 import type pg from "pg"
 import { type JobResult, PgBoss } from "pg-boss"
 import { assert } from "../../domain/assert.ts"
-import { type DeliverySettings, deliverAttempt } from "./delivery.ts"
+import { type DeliverySettings, deliverAttempt, jobLifetimeSeconds } from "./delivery.ts"
 import { dispatch_batch_size_max, type RunningDispatcher, startDispatcher } from "./dispatcher.ts"
 import { type DeliveryJob, delivery_queue, infrastructure_retry, pgBossDb } from "./queue.ts"
 import { assertRetrySchedule, type RetrySchedule, retrySchedule } from "./retry.ts"
@@ -114,7 +114,7 @@ export async function startWebhookEngine(input: {
   // A job still active this long after it started was lost with its worker: pg-boss retries it.
   const queue_options = {
     ...infrastructure_retry,
-    expireInSeconds: Math.ceil(delivery_timeout_ms / 1000) + 60,
+    expireInSeconds: jobLifetimeSeconds(delivery_timeout_ms),
   }
   await boss.createQueue(delivery_queue, queue_options)
   await boss.updateQueue(delivery_queue, queue_options)

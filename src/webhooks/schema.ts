@@ -123,4 +123,12 @@ alter table platform.webhook_deliveries
   add column claim_job_id text;
 `,
   },
+  {
+    version: 325,
+    name: "webhooks: a claim expires with its job",
+    // A claim older than a job may run belongs to a job that died for good: another may take it.
+    sql: `
+alter table platform.webhook_deliveries add column claimed_at timestamptz;
+`,
+  },
 ]

@@ -571,6 +571,39 @@ describe("redelivery and test events", () => {
     expect((await getDelivery(db.pool, scope, delivered.delivery_id))?.attempts).toHaveLength(2)
   })
 
+  it("lets a redelivery take an attempt whose claiming job died for good, once its claim is stale", async () => {
+    const scope = newTenant()
+    const receiver = await startReceiver(() => ({ status: 200 }))
+    const webhook = await createWebhook(
+      db.pool,
+      scope,
+      { url: receiver.url, events: ["payment.completed"] },
+      box,
+    )
+    const engine = await start()
+    await enqueue(scope, "payment.completed")
+    const delivered = await settledDelivery(scope, webhook.webhook_id)
+    // Attempt 2 was claimed by a job that never came back: a fresh claim would hold it, a stale one not.
+    const claim = async (age: string) =>
+      await db.pool.query(
+        `update platform.webhook_deliveries set claim_attempt = 2, claim_job_id = 'a-dead-job',
+           claimed_at = now() - $2::interval where delivery_id = $1`,
+        [delivered.delivery_id, age],
+      )
+    await claim("0 seconds")
+    await redeliver(db.pool, engine.boss, scope, delivered.delivery_id)
+    await settle(1_500)
+    expect(receiver.received).toHaveLength(1)
+    await claim("2 hours")
+    await redeliver(db.pool, engine.boss, scope, delivered.delivery_id)
+    const again = await waitFor("the redelivery", async () => {
+      const delivery = await getDelivery(db.pool, scope, delivered.delivery_id)
+      return delivery?.attempt_count === 2 ? delivery : undefined
+    })
+    expect(again.status).toBe("succeeded")
+    expect(receiver.received.map((r) => r.headers["x-service-delivery-attempt"])).toEqual(["1", "2"])
+  })
+
   it("sends a test event to the one endpoint named, with sample data", async () => {
     const scope = newTenant()
     const named = await startReceiver(() => ({ status: 200 }))
