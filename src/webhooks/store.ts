@@ -220,7 +220,8 @@ export async function updateWebhook(
   // every column name reads the row as it was, so `previous_secret = secret` keeps the old one.
   const rotates = "($9::text is not null and $9::text is distinct from secret_fingerprint)"
   const result = await db.query<WebhookRow>(
-    `update platform.webhooks set
+    `with updated as (
+     update platform.webhooks set
        url = coalesce($4, url),
        events = coalesce($5::text[], events),
        enabled = coalesce($6, enabled),
@@ -233,7 +234,9 @@ export async function updateWebhook(
        secret_fingerprint = case when ${rotates} then $9 else secret_fingerprint end,
        updated_at = now()
      where tenant_id = $1 and environment = $2 and webhook_id = $3 and deleted_at is null
-     returning ${webhook_columns}`,
+     returning ${webhook_columns}
+     ), ${endPendingDeliveries("updated", "not e.enabled")}
+     select * from updated`,
     [
       scope.tenant_id,
       scope.environment,
@@ -260,12 +263,33 @@ export async function updateWebhook(
  */
 export async function deleteWebhook(db: Db, scope: TenantScope, webhook_id: string): Promise<boolean> {
   const result = await db.query(
-    `update platform.webhooks set deleted_at = now(), updated_at = now()
-     where tenant_id = $1 and environment = $2 and webhook_id = $3 and deleted_at is null`,
+    `with deleted as (
+       update platform.webhooks set deleted_at = now(), updated_at = now()
+        where tenant_id = $1 and environment = $2 and webhook_id = $3 and deleted_at is null
+        returning webhook_id
+     ), ${endPendingDeliveries("deleted")}
+     select webhook_id from deleted`,
     [scope.tenant_id, scope.environment, webhook_id],
   )
   return result.rowCount === 1
 }
+
+/**
+ * A CTE (`ended`) ending as failed, at once, the pending deliveries of the endpoints in `endpoints`
+ * (a CTE with `webhook_id`; those with `enabled` false when it has that column): they are called no
+ * more. An attempt being sent now (its job claimed it within the longest a job may run) is left to
+ * record itself; its next attempt, if any, then fails without a request.
+ */
+const endPendingDeliveries = (endpoints: string, where = "true") => `ended as (
+       update platform.webhook_deliveries d set status = 'failed', next_attempt_at = null, updated_at = now()
+         from ${endpoints} e
+        where d.webhook_id = e.webhook_id and (${where}) and d.status = 'pending'
+          and not (d.claim_attempt is not distinct from d.attempt_count + 1
+                   and d.claimed_at > now() - interval '${job_lifetime_s_max} seconds')
+     )`
+
+/** The longest a delivery job may run (the engine's longest delivery timeout, 60 s, and a minute). */
+const job_lifetime_s_max = 120
 
 export interface EnqueueEventRow {
   readonly tenant_id: string

@@ -642,7 +642,7 @@ describe("redelivery and test events", () => {
         updateWebhook(db.pool, scope, webhook_id, { enabled: false }, box),
     ],
   ] as const)(
-    "ends a pending delivery as failed, without a request, once its endpoint is %s",
+    "ends a pending delivery as failed at once, without a request, when its endpoint is %s",
     async (_, endIt) => {
       const scope = newTenant()
       const receiver = await startReceiver(() => ({ status: 500 }))
@@ -655,18 +655,17 @@ describe("redelivery and test events", () => {
         },
         box,
       )
-      await start({ retry_schedule: { ...fast, delay_base_ms: 1_000, delay_max_ms: 1_000 } })
+      // The next attempt is due in a minute: the delivery must not stay pending until then.
+      await start({ retry_schedule: { ...fast, delay_base_ms: 60_000, delay_max_ms: 60_000 } })
       await enqueue(scope, "payment.completed")
       const first = await waitFor("the first attempt", async () => {
         const delivery = (await listDeliveries(db.pool, scope, webhook.webhook_id))?.data[0]
         return delivery?.attempt_count === 1 ? delivery : undefined
       })
+      expect(first.status).toBe("pending")
       await endIt(scope, webhook.webhook_id)
-      const failed = await waitFor("the delivery to fail", async () => {
-        const delivery = await getDelivery(db.pool, scope, first.delivery_id)
-        return delivery?.status === "failed" ? delivery : undefined
-      })
-      expect(failed.attempt_count).toBe(1)
+      const failed = await getDelivery(db.pool, scope, first.delivery_id)
+      expect(failed).toMatchObject({ status: "failed", attempt_count: 1, next_attempt_at: null })
       expect(receiver.received).toHaveLength(1)
     },
   )
