@@ -151,6 +151,22 @@ describe("idempotent replay of responses that carry a key secret", () => {
     await expectWorks(second.body)
   })
 
+  it("keeps a registration's Idempotency-Key to its own e-mail address: another sign-up may use the same key", async () => {
+    const key = "signup-1"
+    const register = (email: string) =>
+      apiClient(platform.url).post<Registered>(
+        "/api/tenant/register",
+        { email, password: "correct horse battery staple", company_name: "Shared key", plan: "basic" },
+        { "idempotency-key": key },
+      )
+    const suffix = randomBytes(4).toString("hex")
+    const first = expectOk(await register(`first-${suffix}@example.com`), 201)
+    const second = expectOk(await register(`second-${suffix}@example.com`), 201)
+    expect(second.tenant_id).not.toBe(first.tenant_id)
+    // Each is still its own replay.
+    expect(expectOk(await register(`first-${suffix}@example.com`), 201).tenant_id).toBe(first.tenant_id)
+  })
+
   it("stores a rotation's response sealed and replays the same working successor", async () => {
     const old = await createKey(owner.client)
     const key = newIdempotencyKey()

@@ -110,8 +110,10 @@ const register = (payload: { email: string; password: string; company_name: stri
     const password_hash = yield* Effect.promise(() => hashPassword(payload.password))
     // The answer carries the tenant's first API key: stored sealed, like every response with a key.
     const sealer = yield* StoredResponseSealer
+    // Before a tenant exists, a key is scoped by the address it registers: unrelated sign-ups that
+    // happen to send the same key (`signup-1`) never meet, and one learns nothing of the other.
     return yield* idempotent(
-      { tenant_id: "", environment: "public" },
+      { tenant_id: "", environment: `register:${email.success}` },
       "tenant.register",
       payload,
       (ticket) =>
