@@ -73,7 +73,12 @@ export const errorBody = (error: ApiError, request_id: string) => ({
 export const errorResponse = (error: ApiError, request_id: string) =>
   HttpServerResponse.jsonUnsafe(errorBody(error, request_id), {
     status: error.status,
-    headers: { ...error.headers, "x-request-id": request_id },
+    headers: {
+      ...error.headers,
+      // A 401 names the scheme that authenticates (RFC 9110 section 11.6.1): bearer API keys.
+      ...(error.status === 401 ? { "www-authenticate": 'Bearer realm="api"' } : {}),
+      "x-request-id": request_id,
+    },
   })
 
 /** The documented error body (OpenAPI). */

@@ -82,13 +82,19 @@ export const classify = (squashed: unknown): ApiError | undefined => {
 
 const bodyMethods = new Set(["POST", "PUT", "PATCH"])
 
+/** Probes may add a query string (a cache buster): health checks take any. */
+const health_paths: ReadonlySet<string> = new Set(["/health", "/api/health"])
+
 /** A route: the API's endpoints, the OpenAPI document and /docs. */
 interface Route {
   readonly pattern: RegExp
   readonly method: string
   /** Whether it takes a body. */
   readonly body: boolean
-  /** The query parameters a list takes; undefined for routes without a query schema. */
+  /**
+   * The query parameters it takes (none for most endpoints); undefined where any is let through:
+   * health checks, the OpenAPI document and /docs.
+   */
   readonly query: ReadonlyArray<string> | undefined
 }
 
@@ -109,10 +115,11 @@ const routes: ReadonlyArray<Route> = (() => {
         pattern: new RegExp(`^${segments.join("/")}$`),
         method: endpoint.method,
         body: endpoint.payload.size > 0,
-        query:
-          endpoint.query !== undefined && SchemaAST.isObjects(endpoint.query.ast)
+        query: health_paths.has(endpoint.path)
+          ? undefined
+          : endpoint.query !== undefined && SchemaAST.isObjects(endpoint.query.ast)
             ? endpoint.query.ast.propertySignatures.map((property) => String(property.name))
-            : undefined,
+            : [],
       })
     },
   })
@@ -175,8 +182,9 @@ const takesNoBody = (request: HttpServerRequest.HttpServerRequest): boolean =>
   routeAmong(bodylessRoutes, request) !== undefined
 
 /**
- * A list's query parameter it does not take: a misspelt filter (`?wallet=`) would otherwise be
- * ignored and answer the unfiltered list, which reads as a filtered one.
+ * A query parameter the endpoint does not take: a misspelt filter (`?wallet=`) would otherwise be
+ * ignored and answer the unfiltered list, which reads as a filtered one; one given to an endpoint
+ * that takes none (`/api/v2/reconciliation?chain=solana`) would be ignored the same way.
  */
 const unknownQueryParameter = (request: HttpServerRequest.HttpServerRequest): ApiError | undefined => {
   const at = request.url.indexOf("?")
@@ -188,7 +196,10 @@ const unknownQueryParameter = (request: HttpServerRequest.HttpServerRequest): Ap
       return new ApiError({
         status: 400,
         code: "invalid_parameter",
-        message: `Unknown query parameter ${JSON.stringify(name)}; this list takes ${taken.join(", ")}.`,
+        message:
+          taken.length === 0
+            ? `Unknown query parameter ${JSON.stringify(name)}; this endpoint takes none.`
+            : `Unknown query parameter ${JSON.stringify(name)}; this endpoint takes ${taken.join(", ")}.`,
         param: name,
       })
     }

@@ -226,8 +226,16 @@ describe("tenant isolation", () => {
       tenant_id: a.credentials.tenant_id,
       api_key: b.credentials.api_key,
     })
-    expectError(await crossed.get("/api/v1/wallets"), 401, "invalid_api_key")
+    const refused = await crossed.get("/api/v1/wallets")
+    expectError(refused, 401, "invalid_api_key")
+    // Every 401 names the scheme that authenticates.
+    expect(refused.headers.get("www-authenticate")).toBe('Bearer realm="api"')
     expectError(await crossed.get("/api/v1/tenant"), 401, "invalid_api_key")
+    const anonymous = await apiClient(platform.url).get("/api/v1/tenant")
+    expectError(anonymous, 401, "missing_api_key")
+    expect(anonymous.headers.get("www-authenticate")).toBe('Bearer realm="api"')
+    // Health checks take any query string (a probe's cache buster).
+    expectOk(await apiClient(platform.url).get("/health?probe=1"))
   })
 
   it("throttles tenant A with 429 rate_limited and Retry-After while B, on the same plan at the same time, is never throttled", async () => {

@@ -760,6 +760,21 @@ const walletCases: ReadonlyArray<Case> = (() => {
     ),
     ...limitCases(() => "/api/v1/wallets"),
     ...cursorCases(() => "/api/v1/wallets"),
+    endpoint("GET", "/api/v2/reconciliation?chain=solana")(
+      "a filter to an endpoint that takes none (answered unfiltered before)",
+      undefined,
+      refused(400, "invalid_parameter", "chain"),
+    ),
+    endpoint("GET", "/api/v2/chains?limit=1")(
+      "a query to the chains",
+      undefined,
+      refused(400, "invalid_parameter", "limit"),
+    ),
+    endpoint("POST", "/api/v2/reconciliation/runs?chain=solana")(
+      "a query to a POST that takes none",
+      undefined,
+      refused(400, "invalid_parameter", "chain"),
+    ),
     endpoint("GET", "/api/v1/wallets?externalid=a")(
       "a misspelt wallet filter",
       undefined,
