@@ -206,6 +206,13 @@ describe("POST /api/v2/transfers on the local chain", () => {
     }
     expect(current.status).toBe("completed")
     completed = current
+    // The social payments' endpoint points to where the transfer is.
+    const elsewhere = expectError(
+      await client.get(`/api/v1/transactions/${requested.transaction_id}`),
+      404,
+      "transaction_not_found",
+    )
+    expect(elsewhere.message).toContain(`GET /api/v2/transfers/${requested.transaction_id}`)
     expect(current.proof?.tx_hash).toBe(current.tx_hash)
     expect(current.proof?.confirmations).toBeGreaterThanOrEqual(1)
     expect(await tokenBalance(recipient)).toBe(25_000_000n)

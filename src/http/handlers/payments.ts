@@ -363,9 +363,20 @@ export const PaymentsHandlers = HttpApiBuilder.group(PlatformApi, "payments", (h
             const row = yield* db(() =>
               getPayment(pool, caller.tenant_id, caller.environment, params.transaction_id),
             )
-            if (row === undefined)
-              return yield* notFound("transaction", params.transaction_id, "transaction_id")
-            return toTransaction(row)
+            if (row !== undefined) return toTransaction(row)
+            // An on-chain transfer's id is a transaction id too (its webhooks carry it): say where it is.
+            const transfer = yield* db(() =>
+              pool.query(
+                "select 1 from platform.chain_transfers where transfer_id = $1 and tenant_id = $2 and environment = $3",
+                [params.transaction_id, caller.tenant_id, caller.environment],
+              ),
+            )
+            const missing = notFound("transaction", params.transaction_id, "transaction_id")
+            if (transfer.rows.length === 0) return yield* missing
+            return yield* new ApiError({
+              ...missing,
+              message: `${params.transaction_id} is an on-chain transfer, not a social payment: GET /api/v2/transfers/${params.transaction_id} shows it.`,
+            })
           }),
         ),
       )
