@@ -554,6 +554,18 @@ const registerCases: ReadonlyArray<Case> = [
     { ...validRegistration, company_name: "   " },
     refused(400, "invalid_parameter", "company_name"),
   ),
+  ...[
+    ["a BEL", "\u0007bell"],
+    ["a line break", "A\nB"],
+    ["a right-to-left override", "\u202Eevil"],
+    ["a bidirectional isolate", "a\u2066b"],
+  ].map(([what, company_name]) =>
+    register(
+      `company name with ${what}`,
+      { ...validRegistration, company_name },
+      refused(400, "invalid_parameter", "company_name"),
+    ),
+  ),
   register(
     "company name of 201 characters",
     { ...validRegistration, company_name: "c".repeat(201) },
@@ -751,6 +763,12 @@ const walletCases: ReadonlyArray<Case> = (() => {
       refused(400, "invalid_parameter", "label"),
     ),
     create("missing label", { ...valid, label: undefined }, refused(400, "invalid_parameter", "label")),
+    create("label with a tab", { ...valid, label: "a\tb" }, refused(400, "invalid_parameter", "label")),
+    create(
+      "external id with a NUL",
+      { ...valid, external_id: "a\u0000b" },
+      refused(400, "invalid_parameter", "external_id"),
+    ),
     ...idempotencyKeyCases(create, valid),
     create(
       "Idempotency-Key reused with another body",

@@ -199,13 +199,28 @@ export const characterCount = (text: string): number => {
 export const longerThan = (text: string, max: number): boolean =>
   text.length > max && characterCount(text) > max
 
-/** A trimmed string of 1..max characters, or a 400 for `param`. */
+/** A trimmed one-line string of min..max characters (printable: see `unprintable`), or a 400 for `param`. */
 export const text = (value: string, param: string, max: number, min = 1): Effect.Effect<string, ApiError> => {
   const trimmed = value.trim()
-  return trimmed.length >= min && !longerThan(trimmed, max)
-    ? Effect.succeed(trimmed)
-    : Effect.fail(badRequest("invalid_parameter", `${param} must be ${min} to ${max} characters.`, param))
+  if (trimmed.length < min || longerThan(trimmed, max))
+    return Effect.fail(
+      badRequest("invalid_parameter", `${param} must be ${min} to ${max} characters.`, param),
+    )
+  // Names and labels are one line shown to people: control characters (line breaks, BEL...) and
+  // bidirectional overrides (which make "\u202Eevil" display reversed) have no place in them.
+  return unprintable.test(trimmed)
+    ? Effect.fail(
+        badRequest(
+          "invalid_parameter",
+          `${param} must be one line of printable text: no control characters or bidirectional overrides.`,
+          param,
+        ),
+      )
+    : Effect.succeed(trimmed)
 }
+
+/** Control characters (C0, DEL, C1) and the bidirectional embedding, override and isolate marks. */
+const unprintable = /[\p{Cc}\u202A-\u202E\u2066-\u2069]/u
 
 /** Answers a handler's `ApiError` with its error response (handlers declare no error schemas). */
 export const respond = <A, R>(
