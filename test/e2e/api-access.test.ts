@@ -380,7 +380,7 @@ describe("API keys", () => {
 // --- 8. KYC and environments ------------------------------------------------------------------
 
 describe("a key passes on only its own scopes", () => {
-  it("creates keys with at most the creating key's scopes, and rotates only keys whose scopes it holds", async () => {
+  it("creates keys with at most the creating key's scopes, and rotates or revokes only keys whose scopes it holds", async () => {
     const owner = await registerTenant(platform.url)
     const manager = await createKey(owner.client, {
       scopes: ["keys:manage", "wallets:read"],
@@ -409,6 +409,8 @@ describe("a key passes on only its own scopes", () => {
     const owner_key = keys_before.find((key) => key.scopes.length > 2)
     expect(owner_key).toBeDefined()
     expectError(await limited.post(`/api/v1/api-keys/${owner_key?.key_id}/rotate`, {}), 403, "scope_not_held")
+    // Nor revoke it.
+    expectError(await limited.post(`/api/v1/api-keys/${owner_key?.key_id}/revoke`), 403, "scope_not_held")
     const after = expectOk(
       await owner.client.get<{ data: ReadonlyArray<{ key_id: string; status: string }> }>(
         "/api/v1/api-keys?limit=100",

@@ -259,6 +259,19 @@ const scopesNotHeld = (caller: Caller, scopes: ReadonlyArray<ApiScope>, what: st
       )
 }
 
+/** The scopes and environment of one of the caller's tenant's keys; undefined when it has no such key. */
+const keyScopes = (caller: Caller, key_id: string) =>
+  Effect.gen(function* () {
+    const { pool } = yield* Platform
+    const found = yield* db(() =>
+      pool.query<{ scopes: ApiScope[]; environment: Environment }>(
+        "select scopes, environment from platform.api_keys where tenant_id = $1 and key_id = $2",
+        [caller.tenant_id, key_id],
+      ),
+    )
+    return found.rows[0]
+  })
+
 /** The scopes asked for, or by default the creating key's own. */
 const parseScopes = (
   caller: Caller,
@@ -385,12 +398,7 @@ const rotateKey = (key_id: string, payload: { grace_period_seconds?: number | un
     }
     // The successor has the rotated key's scopes: the caller must hold them all. A production key
     // is rotated only while the tenant is verified (the key itself stops working otherwise).
-    const target = (yield* db(() =>
-      platform.pool.query<{ scopes: ApiScope[]; environment: Environment }>(
-        "select scopes, environment from platform.api_keys where tenant_id = $1 and key_id = $2",
-        [caller.tenant_id, key_id],
-      ),
-    )).rows[0]
+    const target = yield* keyScopes(caller, key_id)
     if (target !== undefined) {
       yield* scopesNotHeld(caller, target.scopes, `Key ${key_id} has`)
       if (
@@ -429,6 +437,9 @@ const revokeKey = (key_id: string) =>
   Effect.gen(function* () {
     const caller = yield* CurrentCaller
     const platform = yield* Platform
+    // As for rotation: a limited key may not revoke a stronger one (the tenant's own full key).
+    const target = yield* keyScopes(caller, key_id)
+    if (target !== undefined) yield* scopesNotHeld(caller, target.scopes, `Key ${key_id} has`)
     const found = yield* db(() =>
       platform.pool.query(
         `update platform.api_keys set revoked_at = coalesce(revoked_at, now())
