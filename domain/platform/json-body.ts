@@ -126,16 +126,18 @@ class Scanner {
     throw new NotJson()
   }
 
+  /** `depth`: the containers around the value (0 for the body itself). */
   value(path: string | undefined, depth: number): void {
-    if (depth > json_depth_max) {
+    this.whitespace()
+    const c = this.text.charCodeAt(this.index)
+    // A container here would be level depth + 1, empty or not.
+    if ((c === 123 || c === 91) && depth >= json_depth_max) {
       throw new Refused({
         code: "nested_too_deep",
         message: `The request body nests deeper than ${json_depth_max} levels.`,
         param: undefined,
       })
     }
-    this.whitespace()
-    const c = this.text.charCodeAt(this.index)
     if (c === 123) this.object(path, depth)
     else if (c === 91) this.array(path, depth)
     else if (c === 34) this.string(path, false)

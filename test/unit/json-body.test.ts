@@ -24,6 +24,9 @@ describe("jsonBodyProblem", () => {
     ['{"metadata":{"k":"ok \\udfff"}}', "invalid_string", "metadata.k"],
     ['{"metadata":{"\\udfff":"v"}}', "invalid_string", "metadata.\ufffd"],
     [`${"[".repeat(json_depth_max + 2)}${"]".repeat(json_depth_max + 2)}`, "nested_too_deep", undefined],
+    // One level too many, the innermost empty: as deep as with something inside.
+    [`${"[".repeat(json_depth_max + 1)}${"]".repeat(json_depth_max + 1)}`, "nested_too_deep", undefined],
+    [`${'{"a":'.repeat(json_depth_max)}{}${"}".repeat(json_depth_max)}`, "nested_too_deep", undefined],
   ])("refuses %s as %s at %s", (text, code, param) => {
     const problem = jsonBodyProblem(text)
     expect(problem?.code).toBe(code)
@@ -32,6 +35,8 @@ describe("jsonBodyProblem", () => {
   })
 
   it.each([
+    `${"[".repeat(json_depth_max)}${"]".repeat(json_depth_max)}`,
+    `${"[".repeat(json_depth_max)}1${"]".repeat(json_depth_max)}`,
     '{"amount":0.1}',
     '{"amount":"0.99999999999999999"}',
     '{"amount":1e2,"b":-0,"c":0.000001,"d":123456789012345}',
