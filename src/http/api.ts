@@ -30,11 +30,14 @@ const Text = Schema.String.check(
 
 export const Healthy = Schema.Struct({ status: Schema.Literal("healthy") })
 
-export class Unhealthy extends Schema.TaggedError<Unhealthy>()(
-  "Unhealthy",
-  { status: Schema.Literal("unhealthy"), database: Schema.String },
-  { httpApiStatus: 503 },
-) {}
+/** The 503 body: what failed, in plain JSON (no internal tag). */
+export const Unhealthy = Schema.Struct({
+  status: Schema.Literal("unhealthy"),
+  database: Schema.String,
+}).annotate({
+  identifier: "Unhealthy",
+  httpApiStatus: 503,
+})
 
 /** The scope an endpoint requires (an endpoint annotation read by the Authentication middleware). */
 export class RequiredScope extends Context.Service<RequiredScope, ApiScope>()(

@@ -9,7 +9,7 @@ import { Effect, Layer } from "effect"
 import { HttpRouter } from "effect/http"
 import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
 import { Database } from "../ports/database.ts"
-import { PlatformApi, Unhealthy } from "./api.ts"
+import { PlatformApi, type Unhealthy } from "./api.ts"
 import { AuthenticationLive } from "./auth.ts"
 import { ChainsHandlers } from "./handlers/chains.ts"
 import { DepositsHandlers } from "./handlers/deposits.ts"
@@ -28,7 +28,7 @@ const checkHealth = Effect.gen(function* () {
   const { pool } = yield* Database
   yield* Effect.tryPromise(() => pool.query("select 1")).pipe(
     Effect.timeout(health_check_timeout_ms),
-    Effect.mapError((error) => new Unhealthy({ status: "unhealthy", database: String(error) })),
+    Effect.mapError((error): typeof Unhealthy.Type => ({ status: "unhealthy", database: String(error) })),
   )
   return { status: "healthy" as const }
 })

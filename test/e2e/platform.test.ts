@@ -1,7 +1,7 @@
 // Proves the README's start command (`npm start`): the platform starts on its embedded defaults
 // (PostgreSQL in DATA_DIR), answers its health check, stops cleanly on a SIGTERM sent to npm (the
 // embedded server too), and a restart keeps all data.
-import { type ChildProcess, spawn } from "node:child_process"
+import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -108,5 +108,39 @@ describe("npm start", () => {
     expect(events.map((e) => e.event_type)).toEqual(["AccountOpened"])
     await again.end()
     expect(await stopPlatform(second)).toBe(0)
+  })
+
+  it("answers health 503 with the database's failure while its database does not answer, 200 again after", async () => {
+    const port = await freePort()
+    const child = await startPlatform(port)
+    const health = async () => {
+      const response = await fetch(`http://127.0.0.1:${port}/health`)
+      return { status: response.status, body: (await response.json()) as Record<string, unknown> }
+    }
+    expect(await health()).toEqual({ status: 200, body: { status: "healthy" } })
+    // Every process of the embedded server stopped: connections stay open, nothing answers.
+    const postmaster = Number(
+      fs.readFileSync(path.join(dataDir, "pg", "postmaster.pid"), "utf8").split("\n")[0],
+    )
+    const children = execFileSync("pgrep", ["-P", String(postmaster)], { encoding: "utf8" })
+      .split("\n")
+      .filter((line) => line !== "")
+      .map(Number)
+    const processes = [postmaster, ...children]
+    for (const pid of processes) process.kill(pid, "SIGSTOP")
+    try {
+      const down = await health()
+      expect(down.status).toBe(503)
+      expect(down.body).toEqual({ status: "unhealthy", database: expect.stringMatching(/\S/) })
+    } finally {
+      for (const pid of processes) process.kill(pid, "SIGCONT")
+    }
+    let up = await health()
+    for (let tries = 0; up.status !== 200 && tries < 50; tries++) {
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      up = await health()
+    }
+    expect(up).toEqual({ status: 200, body: { status: "healthy" } })
+    expect(await stopPlatform(child)).toBe(0)
   })
 })
