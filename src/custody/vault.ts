@@ -14,7 +14,7 @@
  * naming the table and the environment: a sandbox ciphertext copied into the production row fails
  * authentication instead of quietly serving sandbox keys in production.
  */
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto"
+import { createHash, randomBytes } from "node:crypto"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { entropyToMnemonic, generateMnemonic, mnemonicToEntropy, mnemonicToSeed } from "@scure/bip39"
@@ -29,6 +29,7 @@ import {
 } from "../../domain/custody/derive.ts"
 import { ConfigError } from "../config.ts"
 import type { Migration } from "../db/migrate.ts"
+import { aeadOpen, aeadSeal } from "./aead.ts"
 
 export type CustodyEnvironment = "sandbox" | "production"
 const custodyEnvironments: ReadonlyArray<string> = ["sandbox", "production"]
@@ -56,8 +57,6 @@ export const custodyMigrations: ReadonlyArray<Migration> = [
 const kek_length_bytes = 32
 /** 256 bits of entropy: a 24-word mnemonic. */
 const entropy_length_bits = 256
-const iv_length_bytes = 12
-const auth_tag_length_bytes = 16
 const kek_file_name = "custody.kek"
 
 /** The configured KEK cannot open the stored seed: another key, or an altered row. */
@@ -139,21 +138,17 @@ function kekId(kek: Uint8Array): string {
 }
 
 function seal(entropy: Uint8Array, environment: CustodyEnvironment, kek: Uint8Array): SealedEntropy {
-  const iv = randomBytes(iv_length_bytes)
-  const cipher = createCipheriv("aes-256-gcm", kek, iv, { authTagLength: auth_tag_length_bytes })
-  cipher.setAAD(associatedData(environment))
-  const ciphertext = Buffer.concat([cipher.update(entropy), cipher.final()])
-  return { ciphertext, iv, auth_tag: cipher.getAuthTag(), kek_id: kekId(kek) }
+  const { iv, ciphertext, tag } = aeadSeal(kek, associatedData(environment), entropy)
+  return { ciphertext, iv, auth_tag: tag, kek_id: kekId(kek) }
 }
 
 function unseal(sealed: SealedEntropy, environment: CustodyEnvironment, kek: Uint8Array): Uint8Array {
-  const decipher = createDecipheriv("aes-256-gcm", kek, sealed.iv, { authTagLength: auth_tag_length_bytes })
-  decipher.setAAD(associatedData(environment))
-  decipher.setAuthTag(sealed.auth_tag)
-  let entropy: Buffer
-  try {
-    entropy = Buffer.concat([decipher.update(sealed.ciphertext), decipher.final()])
-  } catch {
+  const entropy = aeadOpen(kek, associatedData(environment), {
+    iv: sealed.iv,
+    ciphertext: sealed.ciphertext,
+    tag: sealed.auth_tag,
+  })
+  if (entropy === undefined) {
     const configured = kekId(kek)
     const why =
       sealed.kek_id === configured

@@ -9,8 +9,9 @@
  * retry still gets it back. The request of such a response is fingerprinted with a keyed hash (its
  * body may hold a password, which a plain SHA-256 would expose to guessing at hash speed).
  */
-import { createCipheriv, createDecipheriv, createHmac, hash, hkdfSync, randomBytes } from "node:crypto"
+import { createHmac, hash } from "node:crypto"
 import type pg from "pg"
+import { aead_iv_bytes, aeadOpen, aeadSeal, derivedKey, splitCiphertextAndTag } from "../custody/aead.ts"
 
 export interface StoredResponse {
   readonly tenant_id: string
@@ -69,9 +70,6 @@ export interface ResponseIdentity {
 const sealed_format = "aes-256-gcm/v1"
 const sealing_key_info = "idempotency-responses v1"
 const fingerprint_key_info = "idempotency-fingerprints v1"
-const derived_key_length_bytes = 32
-const iv_length_bytes = 12
-const auth_tag_length_bytes = 16
 
 /**
  * A sealed response body as `response_body` holds it. `data` is the ciphertext followed by its
@@ -116,9 +114,6 @@ const associatedData = (identity: ResponseIdentity): Buffer =>
     "utf8",
   )
 
-const derivedKey = (kek: Uint8Array, info: string): Buffer =>
-  Buffer.from(hkdfSync("sha256", kek, Buffer.alloc(0), info, derived_key_length_bytes))
-
 /**
  * Seals and opens stored responses with a key derived from the platform's KEK (HKDF-SHA256, info
  * "idempotency-responses v1"), and fingerprints their requests with another ("idempotency-
@@ -132,40 +127,31 @@ export const makeResponseSealer = (kek: Uint8Array): ResponseSealer => {
   const key_id = `sha256:${hash("sha256", Buffer.concat([Buffer.from("idempotency sealing key id/v1\n"), key]), "hex").slice(0, 16)}`
   return {
     seal: (identity, body) => {
-      const iv = randomBytes(iv_length_bytes)
-      const cipher = createCipheriv("aes-256-gcm", key, iv, { authTagLength: auth_tag_length_bytes })
-      cipher.setAAD(associatedData(identity))
-      const ciphertext = Buffer.concat([cipher.update(JSON.stringify(body), "utf8"), cipher.final()])
+      const { iv, ciphertext, tag } = aeadSeal(key, associatedData(identity), JSON.stringify(body))
       return {
         sealed: sealed_format,
         key_id,
         iv: iv.toString("base64"),
-        data: Buffer.concat([ciphertext, cipher.getAuthTag()]).toString("base64"),
+        data: Buffer.concat([ciphertext, tag]).toString("base64"),
       }
     },
     open: (identity, sealed) => {
-      const iv = Buffer.from(sealed.iv, "base64")
-      const data = Buffer.from(sealed.data, "base64")
-      if (iv.length !== iv_length_bytes || data.length < auth_tag_length_bytes) {
+      const parts = splitCiphertextAndTag(
+        Buffer.from(sealed.iv, "base64"),
+        Buffer.from(sealed.data, "base64"),
+      )
+      if (parts === undefined || parts.iv.length !== aead_iv_bytes) {
         throw new SealedBodyUnreadable("the sealed response is truncated")
       }
-      const decipher = createDecipheriv("aes-256-gcm", key, iv, { authTagLength: auth_tag_length_bytes })
-      decipher.setAAD(associatedData(identity))
-      decipher.setAuthTag(data.subarray(data.length - auth_tag_length_bytes))
-      let text: string
-      try {
-        text = Buffer.concat([
-          decipher.update(data.subarray(0, data.length - auth_tag_length_bytes)),
-          decipher.final(),
-        ]).toString("utf8")
-      } catch {
+      const text = aeadOpen(key, associatedData(identity), parts)
+      if (text === undefined) {
         throw new SealedBodyUnreadable(
           sealed.key_id === key_id
             ? "the key matches the record's key_id, so the record was altered or moved to another Idempotency-Key"
             : `the record was sealed under ${sealed.key_id}, the configured key is ${key_id} (was CUSTODY_KEK changed?)`,
         )
       }
-      return JSON.parse(text)
+      return JSON.parse(text.toString("utf8"))
     },
     fingerprint: (request) => createHmac("sha256", fingerprint_key).update(request, "utf8").digest("hex"),
   }

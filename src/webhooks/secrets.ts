@@ -10,14 +10,13 @@
  * sealing existed hold the secret itself until the platform's next start seals them
  * (`sealStoredSecrets`); `open` still reads them.
  */
-import { createCipheriv, createDecipheriv, createHmac, hash, hkdfSync, randomBytes } from "node:crypto"
+import { createHmac, hash } from "node:crypto"
 import type pg from "pg"
+import { aead_iv_bytes, aeadOpen, aeadSeal, derivedKey, splitCiphertextAndTag } from "../custody/aead.ts"
 
 const sealed_prefix = "sealed:v1:"
 const sealing_key_info = "webhook-secrets v1"
 const fingerprint_key_info = "webhook-secret-fingerprints v1"
-const iv_length_bytes = 12
-const auth_tag_length_bytes = 16
 
 /** A sealed secret that the configured key does not open; the message names key ids, never a key. */
 export class WebhookSecretUnreadable extends Error {
@@ -39,9 +38,6 @@ export const isSealedSecret = (stored: string): boolean => stored.startsWith(sea
 /** The last four characters the API shows of a secret. */
 export const secretLast4 = (secret: string): string => [...secret].slice(-4).join("")
 
-const derivedKey = (kek: Uint8Array, info: string): Buffer =>
-  Buffer.from(hkdfSync("sha256", kek, Buffer.alloc(0), info, 32))
-
 /** Binds a ciphertext to its table, format and endpoint: a sealed secret moved to another row fails. */
 const associatedData = (webhook_id: string): Buffer =>
   Buffer.from(`platform.webhooks/v1\n${webhook_id}`, "utf8")
@@ -60,35 +56,25 @@ export const makeWebhookSecretBox = (kek: Uint8Array): WebhookSecretBox => {
   )
   return {
     seal: (webhook_id, secret) => {
-      const iv = randomBytes(iv_length_bytes)
-      const cipher = createCipheriv("aes-256-gcm", key, iv, { authTagLength: auth_tag_length_bytes })
-      cipher.setAAD(associatedData(webhook_id))
-      const data = Buffer.concat([cipher.update(secret, "utf8"), cipher.final(), cipher.getAuthTag()])
-      return `${sealed_prefix}${key_id}:${iv.toString("base64")}:${data.toString("base64")}`
+      const { iv, ciphertext, tag } = aeadSeal(key, associatedData(webhook_id), secret)
+      return `${sealed_prefix}${key_id}:${iv.toString("base64")}:${Buffer.concat([ciphertext, tag]).toString("base64")}`
     },
     open: (webhook_id, stored) => {
       if (!isSealedSecret(stored)) return stored
       const [sealed_key_id = "", iv_text = "", data_text = ""] = stored.slice(sealed_prefix.length).split(":")
-      const iv = Buffer.from(iv_text, "base64")
-      const data = Buffer.from(data_text, "base64")
-      if (iv.length !== iv_length_bytes || data.length < auth_tag_length_bytes) {
+      const sealed = splitCiphertextAndTag(Buffer.from(iv_text, "base64"), Buffer.from(data_text, "base64"))
+      if (sealed === undefined || sealed.iv.length !== aead_iv_bytes) {
         throw new WebhookSecretUnreadable(`the sealed secret of ${webhook_id} is truncated`)
       }
-      const decipher = createDecipheriv("aes-256-gcm", key, iv, { authTagLength: auth_tag_length_bytes })
-      decipher.setAAD(associatedData(webhook_id))
-      decipher.setAuthTag(data.subarray(data.length - auth_tag_length_bytes))
-      try {
-        return Buffer.concat([
-          decipher.update(data.subarray(0, data.length - auth_tag_length_bytes)),
-          decipher.final(),
-        ]).toString("utf8")
-      } catch {
+      const secret = aeadOpen(key, associatedData(webhook_id), sealed)
+      if (secret === undefined) {
         throw new WebhookSecretUnreadable(
           sealed_key_id === key_id
             ? `the sealed secret of ${webhook_id} was altered or moved from another endpoint`
             : `the secret of ${webhook_id} was sealed under key ${sealed_key_id}, the configured key is ${key_id} (was CUSTODY_KEK changed?)`,
         )
       }
+      return secret.toString("utf8")
     },
     fingerprint: (secret) => createHmac("sha256", fingerprint_key).update(secret, "utf8").digest("hex"),
   }
