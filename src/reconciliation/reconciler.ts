@@ -279,6 +279,25 @@ const readGroup = async (
   }
 }
 
+/** The columns an `unavailable` report keeps from the last complete read (see storeReport). */
+const kept_while_unavailable = [
+  "ledger_balance",
+  "pending_outgoing",
+  "pending_incoming",
+  "on_chain_balance",
+  "difference",
+  "drift",
+  "accounts",
+] as const
+
+/** Their SET clauses: the stored value for an `unavailable` report, the new one otherwise. */
+const kept_while_unavailable_sql = kept_while_unavailable
+  .map(
+    (column) => `${column} = case when excluded.status = 'unavailable'
+         then platform.reconciliation_reports.${column} else excluded.${column} end`,
+  )
+  .join(",\n       ")
+
 /**
  * Replaces the group's stored report. An `unavailable` report keeps every figure and the accounts
  * of the last complete read, ledger side included, so that they agree with each other (the chain
@@ -297,20 +316,7 @@ const storeReport = async (pool: pg.Pool, report: ReconciliationReport): Promise
              case when $6 = 'matched' then $14::timestamptz end)
      on conflict (tenant_id, environment, chain, token) do update set
        token_decimals = excluded.token_decimals, status = excluded.status,
-       ledger_balance = case when excluded.status = 'unavailable'
-                             then platform.reconciliation_reports.ledger_balance else excluded.ledger_balance end,
-       pending_outgoing = case when excluded.status = 'unavailable'
-                               then platform.reconciliation_reports.pending_outgoing else excluded.pending_outgoing end,
-       pending_incoming = case when excluded.status = 'unavailable'
-                               then platform.reconciliation_reports.pending_incoming else excluded.pending_incoming end,
-       on_chain_balance = case when excluded.status = 'unavailable'
-                               then platform.reconciliation_reports.on_chain_balance else excluded.on_chain_balance end,
-       difference = case when excluded.status = 'unavailable'
-                         then platform.reconciliation_reports.difference else excluded.difference end,
-       drift = case when excluded.status = 'unavailable'
-                    then platform.reconciliation_reports.drift else excluded.drift end,
-       accounts = case when excluded.status = 'unavailable'
-                       then platform.reconciliation_reports.accounts else excluded.accounts end,
+       ${kept_while_unavailable_sql},
        checked_at = excluded.checked_at, error = excluded.error,
        drift_since = case when excluded.status = 'drift'
                           then coalesce(platform.reconciliation_reports.drift_since, excluded.checked_at)

@@ -519,7 +519,8 @@ describe("delivery", () => {
 })
 
 describe("redelivery and test events", () => {
-  it("redelivers with a fresh attempt, only for the delivery's own tenant", async () => {
+  /** A running engine and one payment.completed delivered to a 200 receiver: what a redelivery repeats. */
+  const deliveredOnce = async () => {
     const scope = newTenant()
     const receiver = await startReceiver(() => ({ status: 200 }))
     const webhook = await createWebhook(
@@ -530,7 +531,11 @@ describe("redelivery and test events", () => {
     )
     const engine = await start()
     await enqueue(scope, "payment.completed")
-    const delivered = await settledDelivery(scope, webhook.webhook_id)
+    return { scope, receiver, engine, delivered: await settledDelivery(scope, webhook.webhook_id) }
+  }
+
+  it("redelivers with a fresh attempt, only for the delivery's own tenant", async () => {
+    const { scope, receiver, engine, delivered } = await deliveredOnce()
 
     expect(await redeliver(db.pool, engine.boss, newTenant(), delivered.delivery_id)).toBeUndefined()
     expect(await getDelivery(db.pool, newTenant(), delivered.delivery_id)).toBeUndefined()
@@ -546,17 +551,7 @@ describe("redelivery and test events", () => {
   })
 
   it("sends one request for redeliveries asked for at once, the one attempt it records", async () => {
-    const scope = newTenant()
-    const receiver = await startReceiver(() => ({ status: 200 }))
-    const webhook = await createWebhook(
-      db.pool,
-      scope,
-      { url: receiver.url, events: ["payment.completed"] },
-      box,
-    )
-    const engine = await start()
-    await enqueue(scope, "payment.completed")
-    const delivered = await settledDelivery(scope, webhook.webhook_id)
+    const { scope, receiver, engine, delivered } = await deliveredOnce()
 
     await Promise.all(
       Array.from({ length: 5 }, () => redeliver(db.pool, engine.boss, scope, delivered.delivery_id)),
@@ -572,17 +567,7 @@ describe("redelivery and test events", () => {
   })
 
   it("lets a redelivery take an attempt whose claiming job died for good, once its claim is stale", async () => {
-    const scope = newTenant()
-    const receiver = await startReceiver(() => ({ status: 200 }))
-    const webhook = await createWebhook(
-      db.pool,
-      scope,
-      { url: receiver.url, events: ["payment.completed"] },
-      box,
-    )
-    const engine = await start()
-    await enqueue(scope, "payment.completed")
-    const delivered = await settledDelivery(scope, webhook.webhook_id)
+    const { scope, receiver, engine, delivered } = await deliveredOnce()
     // Attempt 2 was claimed by a job that never came back: a fresh claim would hold it, a stale one not.
     const claim = async (age: string) =>
       await db.pool.query(
