@@ -77,6 +77,47 @@ const writeFast = (value: unknown, depth: number): string => {
   return `${out}}`
 }
 
+/**
+ * Whether `JSON.stringify(value)` is already its canonical text: plain JSON data (finite numbers
+ * other than -0, no undefined anywhere, plain objects within the depth limit) whose objects list
+ * their keys in sorted order, as enumeration (and hence JSON.stringify) meets them. The ledger
+ * builds its events' data and metadata that way, so the hot path serialises natively and only
+ * other values take `writeFast`'s sorting walk.
+ */
+const isSortedJson = (value: unknown, depth: number): boolean => {
+  if (depth > json_depth_max) return false
+  if (value === null) return true
+  switch (typeof value) {
+    case "string":
+    case "boolean":
+      return true
+    case "number":
+      return Number.isFinite(value) && !Object.is(value, -0)
+    case "object":
+      break
+    default:
+      return false
+  }
+  if (Array.isArray(value)) {
+    for (let index = 0; index < value.length; index += 1) {
+      const item: unknown = value[index]
+      if (item === undefined || !isSortedJson(item, depth + 1)) return false
+    }
+    return true
+  }
+  if (!isPlainObject(value)) return false
+  const record = value as Readonly<Record<string, unknown>>
+  let previous: string | undefined
+  for (const key in record) {
+    if (!Object.hasOwn(record, key)) return false
+    if (previous !== undefined && !(previous < key)) return false
+    previous = key
+    const item = record[key]
+    if (item === undefined || !isSortedJson(item, depth + 1)) return false
+  }
+  return true
+}
+
 /** The slow walk, with paths, run only to explain a value `writeFast` refused. */
 const writeCanonical = (value: unknown, path: string, depth: number, out: string[]): void => {
   if (depth > json_depth_max) throw new CanonicalJsonError(`${path}: nested deeper than ${json_depth_max}`)
@@ -138,6 +179,7 @@ export const canonicalJson = (value: unknown): string => canonicalJsonExact(valu
  * it had keys whose value is undefined, or -0), so that a caller may keep `value` instead.
  */
 export const canonicalJsonExact = (value: unknown): { readonly json: string; readonly exact: boolean } => {
+  if (isSortedJson(value, 0)) return { json: JSON.stringify(value), exact: true }
   exact = true
   try {
     const json = writeFast(value, 0)

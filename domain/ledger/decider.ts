@@ -368,21 +368,41 @@ function transferEvent(
   group_id: string | null,
   now_ms: number,
 ): TransferCreated | PendingTransferCreated {
-  const data = {
-    transfer_id: spec.transfer_id,
-    debit_account_id: spec.debit_account_id,
-    credit_account_id: spec.credit_account_id,
-    asset_code,
-    amount: spec.amount.toString(),
-    code: spec.code,
-    user_data: spec.user_data,
-    linked_group_id: group_id,
-    created_at: isoFromMs(now_ms),
+  // Keys in sorted order: the event store then writes their canonical JSON natively.
+  const amount = spec.amount.toString()
+  const created_at = isoFromMs(now_ms)
+  if (spec.pending === undefined) {
+    return {
+      type: "TransferCreated",
+      data: {
+        amount,
+        asset_code,
+        code: spec.code,
+        created_at,
+        credit_account_id: spec.credit_account_id,
+        debit_account_id: spec.debit_account_id,
+        linked_group_id: group_id,
+        transfer_id: spec.transfer_id,
+        user_data: spec.user_data,
+      },
+    }
   }
-  if (spec.pending === undefined) return { type: "TransferCreated", data }
   const { timeout_ms } = spec.pending
-  const expires_at = timeout_ms === 0 ? null : isoFromMs(now_ms + timeout_ms)
-  return { type: "PendingTransferCreated", data: { ...data, expires_at } }
+  return {
+    type: "PendingTransferCreated",
+    data: {
+      amount,
+      asset_code,
+      code: spec.code,
+      created_at,
+      credit_account_id: spec.credit_account_id,
+      debit_account_id: spec.debit_account_id,
+      expires_at: timeout_ms === 0 ? null : isoFromMs(now_ms + timeout_ms),
+      linked_group_id: group_id,
+      transfer_id: spec.transfer_id,
+      user_data: spec.user_data,
+    },
+  }
 }
 
 /**

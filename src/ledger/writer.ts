@@ -455,13 +455,14 @@ export const makeLedgerWriter = (
         decided.push({ waiter, outcome: { kind: "error", error: result.failure } })
         continue
       }
+      // Keys in sorted order: the event store then writes their canonical JSON natively.
       const metadata: EventMetadata = {
-        tenant: waiter.ledger.tenant,
-        environment: waiter.ledger.environment,
         actor: waiter.context.actor,
-        correlation_id: waiter.context.correlation_id,
         causation_id: waiter.context.causation_id ?? null,
+        correlation_id: waiter.context.correlation_id,
+        environment: waiter.ledger.environment,
         idempotency_key: key,
+        tenant: waiter.ledger.tenant,
       }
       state = result.success.state
       if (key !== null) keysInBatch.set(key, { index: decided.length, fingerprint: waiter.fingerprint })
@@ -470,8 +471,18 @@ export const makeLedgerWriter = (
         outcome: { kind: "events", from: events.length, count: result.success.events.length },
       })
       result.success.events.forEach((event, index) => {
-        const withFingerprint =
-          key !== null && index === 0 ? { ...metadata, command_fingerprint: waiter.fingerprint } : metadata
+        const withFingerprint: EventMetadata =
+          key !== null && index === 0
+            ? {
+                actor: metadata.actor,
+                causation_id: metadata.causation_id,
+                command_fingerprint: waiter.fingerprint,
+                correlation_id: metadata.correlation_id,
+                environment: metadata.environment,
+                idempotency_key: key,
+                tenant: metadata.tenant,
+              }
+            : metadata
         events.push(toNewEvent(event, withFingerprint, waiter.command.now_ms))
       })
     }

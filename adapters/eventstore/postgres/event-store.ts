@@ -210,9 +210,15 @@ const chainEvents = (
   recorded_at: string,
 ): ReadonlyArray<ChainedEvent> => {
   let prev_hash = head.last_hash
+  // The events of one command share their metadata object: its text is written once.
+  let last_metadata: NewEvent["metadata"] | undefined
+  let metadata = { json: "", exact: true }
   return events.map((input, index) => {
     const data = canonicalJsonExact(input.data)
-    const metadata = canonicalJsonExact(input.metadata)
+    if (input.metadata !== last_metadata) {
+      last_metadata = input.metadata
+      metadata = canonicalJsonExact(input.metadata)
+    }
     const data_json = data.json
     const metadata_json = metadata.json
     const fields = {

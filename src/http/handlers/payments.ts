@@ -8,7 +8,11 @@ import { HttpApiBuilder } from "effect/http-api"
 import type { CreateTransfers } from "../../../domain/ledger/commands.ts"
 import { paymentFee, paymentTransfers } from "../../../domain/ledger/fee.ts"
 import type { Asset } from "../../../domain/money/asset.ts"
-import { type Identifier, parseRecipient } from "../../../domain/platform/identifiers.ts"
+import {
+  type Identifier,
+  type InvalidIdentifier,
+  parseRecipient,
+} from "../../../domain/platform/identifiers.ts"
 import { parseTimestamp } from "../../../domain/platform/timestamp.ts"
 import {
   ensureAccounts,
@@ -252,12 +256,28 @@ const execute = (caller: Caller, plan: Plan, ticket: IdempotencyTicket | undefin
     return toTransaction(row)
   })
 
+/** Recipients recently read (their normal form costs Unicode work): at most this many, then cleared. */
+const recipient_memo_max = 4_096
+const recipient_memo = new Map<string, Identifier>()
+
+/** `parseRecipient`, remembering what it read; refusals are not remembered. */
+const readRecipient = (input: string): Result.Result<Identifier, InvalidIdentifier> => {
+  const known = recipient_memo.get(input)
+  if (known !== undefined) return Result.succeed(known)
+  const parsed = parseRecipient(input)
+  if (Result.isSuccess(parsed)) {
+    if (recipient_memo.size >= recipient_memo_max) recipient_memo.clear()
+    recipient_memo.set(input, parsed.success)
+  }
+  return parsed
+}
+
 const pay = (payload: PayPayload) =>
   Effect.gen(function* () {
     const caller = yield* CurrentCaller
     const platform = yield* Platform
     const request_id = yield* CurrentRequestId
-    const recipient = parseRecipient(payload.recipient)
+    const recipient = readRecipient(payload.recipient)
     if (Result.isFailure(recipient)) {
       return yield* badRequest("invalid_recipient", recipient.failure.message, "recipient")
     }
