@@ -29,7 +29,8 @@ export class InvalidIdentifier extends Data.TaggedError("InvalidIdentifier")<{
   readonly message: string
 }> {}
 
-const identifierLengthMax = 254
+/** The longest identifier (and payment recipient) read, in UTF-16 units: an e-mail address's limit. */
+export const identifierLengthMax = 254
 /** The shortest numbers in service have 7 digits with their country code (Niue, Tokelau: +683 4002). */
 const phoneDigitsMin = 7
 const phoneDigitsMax = 15

@@ -2,6 +2,7 @@
  * Small pieces every handler uses: database calls as effects (a database fault is a defect, answered
  * 500), list parameters, money and token parsing with precise 400s, environment checks.
  */
+
 import { Effect, Result } from "effect"
 import type { HttpServerResponse } from "effect/http"
 import type pg from "pg"
@@ -16,6 +17,7 @@ import {
 } from "../../../domain/platform/tokens.ts"
 import type { Caller } from "../../platform/credentials.ts"
 import { ApiError, badRequest, CurrentRequestId, errorResponse } from "../errors.ts"
+import { type LengthBounds, list_limit_default, list_limit_max } from "../limits.ts"
 
 /** A database call; its failure is a defect (500) unless `onError` recognises it. */
 export const db = <A>(run: () => Promise<A>): Effect.Effect<A> => Effect.promise(run)
@@ -31,9 +33,6 @@ export const dbUnique = <A>(run: () => Promise<A>, onConflict: () => ApiError): 
   Effect.tryPromise({ try: run, catch: (error) => error }).pipe(
     Effect.catch((error) => (pgCode(error) === "23505" ? Effect.fail(onConflict()) : Effect.die(error))),
   )
-
-export const list_limit_default = 20
-export const list_limit_max = 100
 
 /** The lists paged by `starting_after`: the table of their items and its id column. */
 const cursorTables = {
@@ -199,8 +198,9 @@ export const characterCount = (text: string): number => {
 export const longerThan = (text: string, max: number): boolean =>
   text.length > max && characterCount(text) > max
 
-/** A trimmed one-line string of min..max characters (printable: see `unprintable`), or a 400 for `param`. */
-export const text = (value: string, param: string, max: number, min = 1): Effect.Effect<string, ApiError> => {
+/** A trimmed one-line string within `bounds` (printable: see `unprintable`), or a 400 for `param`. */
+export const text = (value: string, param: string, bounds: LengthBounds): Effect.Effect<string, ApiError> => {
+  const { min, max } = bounds
   const trimmed = value.trim()
   if (trimmed.length < min || longerThan(trimmed, max))
     return Effect.fail(

@@ -42,16 +42,13 @@ import type { WalletRow } from "../../platform/wallets.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
 import { ApiError, badRequest, CurrentRequestId, errorBody, notFound, unprocessable } from "../errors.ts"
 import { type IdempotencyTicket, idempotent, storedResponse } from "../idempotency.ts"
+import { metadata_keys_max, textLengths } from "../limits.ts"
 import { db, listCursor, longerThan, parseLimit, parseMoney, respond, tokenOn } from "./common.ts"
 import { ledgerApiError, mapLedgerErrors } from "./ledger-errors.ts"
 import { callerWallet } from "./wallets.ts"
 
 /** Largest single payment, in whole token units. */
 export const payment_whole_units_max = 1_000_000_000n
-export const metadata_keys_max = 50
-export const metadata_key_length_max = 40
-export const metadata_value_length_max = 500
-export const note_length_max = 500
 
 interface PayPayload {
   readonly recipient: string
@@ -70,20 +67,20 @@ const checkMetadata = (metadata: Readonly<Record<string, string>>): Effect.Effec
     )
   }
   for (const [key, value] of entries) {
-    if (key.length === 0 || longerThan(key, metadata_key_length_max)) {
+    if (key.length < textLengths.metadata_key.min || longerThan(key, textLengths.metadata_key.max)) {
       return Effect.fail(
         badRequest(
           "invalid_metadata",
-          `metadata keys are 1 to ${metadata_key_length_max} characters.`,
+          `metadata keys are ${textLengths.metadata_key.min} to ${textLengths.metadata_key.max} characters.`,
           `metadata.${key}`,
         ),
       )
     }
-    if (longerThan(value, metadata_value_length_max)) {
+    if (longerThan(value, textLengths.metadata_value.max)) {
       return Effect.fail(
         badRequest(
           "invalid_metadata",
-          `metadata values are at most ${metadata_value_length_max} characters.`,
+          `metadata values are at most ${textLengths.metadata_value.max} characters.`,
           `metadata.${key}`,
         ),
       )
@@ -281,8 +278,8 @@ const pay = (payload: PayPayload) =>
     if (Result.isFailure(recipient)) {
       return yield* badRequest("invalid_recipient", recipient.failure.message, "recipient")
     }
-    if (payload.note !== undefined && longerThan(payload.note, note_length_max)) {
-      return yield* badRequest("invalid_note", `note is at most ${note_length_max} characters.`, "note")
+    if (payload.note !== undefined && longerThan(payload.note, textLengths.note.max)) {
+      return yield* badRequest("invalid_note", `note is at most ${textLengths.note.max} characters.`, "note")
     }
     yield* checkMetadata(payload.metadata ?? {})
     const { payer, to_wallet_id } = yield* resolveParties(caller, payload.from_wallet, recipient.success)

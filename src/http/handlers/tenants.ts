@@ -33,10 +33,18 @@ import { Platform } from "../../platform/service.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
 import { ApiError, badRequest, conflict, forbidden, notFound } from "../errors.ts"
 import { idempotent, StoredResponseSealer, storeAfterwards, storedResponse } from "../idempotency.ts"
-import { characterCount, db, dbUnique, invalidCursor, parseLimit, respond, text } from "./common.ts"
+import { textLengths, verification_documents_max } from "../limits.ts"
+import {
+  characterCount,
+  db,
+  dbUnique,
+  invalidCursor,
+  longerThan,
+  parseLimit,
+  respond,
+  text,
+} from "./common.ts"
 
-const password_length_min = 10
-const password_length_max = 256
 /** Registrations per second from one client address (burst twice that). */
 const registration_rate_per_s = 20
 
@@ -92,17 +100,17 @@ const register = (payload: { email: string; password: string; company_name: stri
       return yield* badRequest("invalid_email", "email is not a valid e-mail address.", "email")
     const password_length = characterCount(payload.password)
     if (
-      password_length < password_length_min ||
-      password_length > password_length_max ||
+      password_length < textLengths.password.min ||
+      password_length > textLengths.password.max ||
       payload.password.trim() === ""
     ) {
       return yield* badRequest(
         "invalid_password",
-        `password must be ${password_length_min} to ${password_length_max} characters, not only spaces.`,
+        `password must be ${textLengths.password.min} to ${textLengths.password.max} characters, not only spaces.`,
         "password",
       )
     }
-    const company_name = yield* text(payload.company_name, "company_name", 200)
+    const company_name = yield* text(payload.company_name, "company_name", textLengths.company_name)
     const plan = payload.plan.trim().toLowerCase()
     if (!(plans as ReadonlyArray<string>).includes(plan)) {
       return yield* badRequest("invalid_plan", `plan must be one of ${plans.join(", ")}.`, "plan")
@@ -174,9 +182,17 @@ const submitVerification = (payload: {
   Effect.gen(function* () {
     const caller = yield* CurrentCaller
     const { pool } = yield* Platform
-    const legal_name = yield* text(payload.legal_name, "legal_name", 200, 2)
-    const registration_number = yield* text(payload.registration_number, "registration_number", 64, 2)
-    const representative_name = yield* text(payload.representative.name, "representative.name", 200, 2)
+    const legal_name = yield* text(payload.legal_name, "legal_name", textLengths.legal_name)
+    const registration_number = yield* text(
+      payload.registration_number,
+      "registration_number",
+      textLengths.registration_number,
+    )
+    const representative_name = yield* text(
+      payload.representative.name,
+      "representative.name",
+      textLengths.representative_name,
+    )
     for (const [param, value] of [
       ["country", payload.country],
       ["representative.country", payload.representative.country],
@@ -190,10 +206,14 @@ const submitVerification = (payload: {
       }
     }
     const documents = payload.documents ?? []
-    if (documents.length > 20 || documents.some((d) => d.length === 0 || d.length > 500)) {
+    const { min, max } = textLengths.verification_document
+    if (
+      documents.length > verification_documents_max ||
+      documents.some((d) => d.length < min || longerThan(d, max))
+    ) {
       return yield* badRequest(
         "invalid_documents",
-        "documents: at most 20 references of 1-500 characters.",
+        `documents: at most ${verification_documents_max} references of ${min}-${max} characters.`,
         "documents",
       )
     }
@@ -311,7 +331,7 @@ const createKey = (payload: {
     }
     const scopes = yield* parseScopes(caller, payload.scopes)
     yield* scopesNotHeld(caller, scopes, "The new key would have")
-    const name = payload.name === undefined ? null : yield* text(payload.name, "name", 100)
+    const name = payload.name === undefined ? null : yield* text(payload.name, "name", textLengths.key_name)
     if (environment === "production") {
       const tenant = yield* loadTenant(caller.tenant_id)
       if (tenant.kyc_status !== "verified") {

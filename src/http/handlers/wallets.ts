@@ -37,6 +37,7 @@ import { Chains } from "../../ports/chains.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
 import { ApiError, badRequest, CurrentRequestId, notFound } from "../errors.ts"
 import { idempotent, storeAfterwards, storedResponse } from "../idempotency.ts"
+import { textLengths } from "../limits.ts"
 import { db, listCursor, parseLimit, parseMoney, requireSandbox, respond, text, tokenOn } from "./common.ts"
 import { mapLedgerErrors } from "./ledger-errors.ts"
 
@@ -81,8 +82,8 @@ const createWallet = (payload: { external_id: string; label: string; chain: stri
   Effect.gen(function* () {
     const caller = yield* CurrentCaller
     const platform = yield* Platform
-    const external_id = yield* text(payload.external_id, "external_id", 128)
-    const label = yield* text(payload.label, "label", 128, 0)
+    const external_id = yield* text(payload.external_id, "external_id", textLengths.external_id)
+    const label = yield* text(payload.label, "label", textLengths.label)
     const chain = payload.chain.trim().toLowerCase()
     if (!isWalletChain(chain)) {
       return yield* badRequest(

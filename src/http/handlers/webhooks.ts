@@ -29,17 +29,14 @@ import {
 import { CurrentCaller, PlatformApi } from "../api.ts"
 import { badRequest, conflict, notFound } from "../errors.ts"
 import { idempotent, StoredResponseSealer, storeAfterwards, storedResponse } from "../idempotency.ts"
-import { db, listCursor, parseLimit, requireSandbox, respond } from "./common.ts"
+import { textLengths } from "../limits.ts"
+import { characterCount, db, listCursor, longerThan, parseLimit, requireSandbox, respond } from "./common.ts"
 import { faucetResponse } from "./wallets.ts"
 
 /** Seals the endpoints' signing secrets (built from the KEK in the composition root). */
 export class WebhookSecrets extends Context.Service<WebhookSecrets, WebhookSecretBox>()(
   "platform/http/WebhookSecrets",
 ) {}
-
-const secret_length_min = 16
-const secret_length_max = 256
-const description_length_max = 500
 
 const scopeOf = (caller: Caller) => ({ tenant_id: caller.tenant_id, environment: caller.environment })
 
@@ -66,23 +63,27 @@ const checkEvents = (events: ReadonlyArray<string>) => {
 }
 
 const checkSecret = (secret: string) =>
-  secret.length >= secret_length_min && secret.length <= secret_length_max && !/\s/.test(secret)
+  characterCount(secret) >= textLengths.webhook_secret.min &&
+  !longerThan(secret, textLengths.webhook_secret.max) &&
+  !/\s/.test(secret)
     ? Effect.void
     : Effect.fail(
         badRequest(
           "invalid_secret",
-          `secret must be ${secret_length_min} to ${secret_length_max} characters without spaces.`,
+          `secret must be ${textLengths.webhook_secret.min} to ${textLengths.webhook_secret.max} characters without spaces.`,
           "secret",
         ),
       )
 
 const checkDescription = (description: string | null | undefined) =>
-  description === undefined || description === null || description.length <= description_length_max
+  description === undefined ||
+  description === null ||
+  !longerThan(description, textLengths.webhook_description.max)
     ? Effect.void
     : Effect.fail(
         badRequest(
           "invalid_description",
-          `description is at most ${description_length_max} characters.`,
+          `description is at most ${textLengths.webhook_description.max} characters.`,
           "description",
         ),
       )
