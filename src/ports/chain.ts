@@ -112,7 +112,10 @@ export class InsufficientFundsForFee extends Data.TaggedError("InsufficientFunds
   readonly available: bigint
 }> {}
 
-/** Simulating the transfer failed (the token contract refused it); nothing was signed. */
+/**
+ * The transfer would fail: its simulation did (the token contract refused it), or the destination
+ * cannot hold what it sends (a Solana token account given instead of its owner). Nothing was signed.
+ */
 export class TransferWouldRevert extends Data.TaggedError("TransferWouldRevert")<{
   readonly reason: string
 }> {}

@@ -216,7 +216,7 @@ const signFailure = (error: InvalidChainAddress | InsufficientFundsForFee | Tran
     case "InsufficientFundsForFee":
       return { code: "insufficient_gas", message: "The sending wallet cannot pay the network fee." }
     case "TransferWouldRevert":
-      return { code: "would_revert", message: `The token contract refused the transfer: ${error.reason}` }
+      return { code: "would_revert", message: `The transfer would not go through: ${error.reason}` }
     case "InvalidChainAddress":
       return { code: "would_revert", message: `The transfer cannot be built: bad address ${error.address}` }
   }

@@ -228,6 +228,32 @@ describe("Solana adapter on LiteSVM", () => {
     expect(await run(adapter.balance(addressOf(3), { kind: "native" }))).toBe(lamports_before - 5_000n)
   })
 
+  test("a token account or a mint given as the recipient is refused before anything is signed", async () => {
+    // Wallet 2's associated token account exists; the tokens would go to an account it owns.
+    const token_account = await associatedTokenAccount(addressOf(2), mint)
+    for (const to of [token_account, mint]) {
+      const intent = { asset: usdc, to, amount: usdc_unit }
+      for (const exit of [
+        await runExit(adapter.estimateTransferFee(addressOf(0), intent)),
+        await runExit(adapter.signTransfer(keyOf(0), intent)),
+      ]) {
+        expect(exit).toEqual(
+          Exit.fail(
+            expect.objectContaining({
+              _tag: "TransferWouldRevert",
+              reason: expect.stringContaining(`${to} is a token account`),
+            }),
+          ),
+        )
+      }
+    }
+    // Its owner is a wallet: the same intent to the owner signs.
+    const signed = await run(
+      adapter.signTransfer(keyOf(0), { asset: usdc, to: addressOf(2), amount: usdc_unit }),
+    )
+    expect(signed.from).toBe(addressOf(0))
+  })
+
   test("a sender without SOL for the fee gets a typed error and nothing is signed", async () => {
     const exit = await runExit(
       adapter.signTransfer(keyOf(2), { asset: usdc, to: addressOf(1), amount: usdc_unit }),

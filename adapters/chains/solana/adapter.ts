@@ -95,6 +95,12 @@ interface TransferPlan {
  * Makes the adapter for one Solana cluster over `transport`.
  * @example const adapter = makeSolanaAdapter(makeLiteSvmTransport(new LiteSVM()), { finality_confirmations: 32 })
  */
+/** The SPL Token and Token-2022 programs: an account they own is a token account or a mint. */
+const token_programs: ReadonlySet<string> = new Set([
+  TOKEN_PROGRAM_ADDRESS,
+  "TokenzQdBNbLqP5VEhdkAS6EPFLC1PHnBqCXEpPxuEb",
+])
+
 export function makeSolanaAdapter(transport: SolanaTransport, config: SolanaChainConfig): ChainAdapter {
   assert(config.finality_confirmations >= 1, "finality needs at least one confirmation")
   const call = <A>(run: () => Promise<A>) => Effect.promise(run)
@@ -123,6 +129,16 @@ export function makeSolanaAdapter(transport: SolanaTransport, config: SolanaChai
         } as TransferPlan
       }
       const mint = yield* parseAddress(intent.asset.contract)
+      // A token account (or a mint) given as the recipient: its own associated token account
+      // would take the tokens, and no one signs for that owner. Refused before anything is signed.
+      const recipient = yield* call(() => transport.account(to))
+      if (recipient !== null && token_programs.has(recipient.owner)) {
+        return yield* Effect.fail(
+          new TransferWouldRevert({
+            reason: `the destination ${to} is a token account, not a wallet: send to the wallet that owns it`,
+          }),
+        )
+      }
       const decimals = yield* mintDecimals(mint)
       const source = yield* call(() => associatedTokenAccount(signer.address, mint))
       const destination = yield* call(() => associatedTokenAccount(to, mint))
