@@ -3,6 +3,7 @@
 // nothing (no credit, no stored response, so a retry with the same key is not a replay), while a
 // reconciliation run answers 200 with the healthy chain reconciled afresh and the dead one
 // `unavailable`. The faucet's retries on the healthy chain mint once: reconciliation stays matched.
+// A node that is alive but stops answering (SIGSTOP) holds the faucet no longer than its deadline.
 import { execFileSync } from "node:child_process"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { Balance, ReconciliationReport, Wallet } from "../../src/http/api.ts"
@@ -20,6 +21,7 @@ let platform: RunningPlatform
 let client: ApiClient
 let ethereum: typeof Wallet.Type
 let avalanche: typeof Wallet.Type
+let polygon: typeof Wallet.Type
 
 /** The rpc_url the platform logged for `chain`'s anvil. */
 const sandboxRpcUrl = (output: string, chain: string): string => {
@@ -31,14 +33,16 @@ const sandboxRpcUrl = (output: string, chain: string): string => {
   return match[1]
 }
 
-/** Kills the anvil the platform started for `chain` (found by the port it listens on). */
-const killChain = (chain: string) => {
+/** The anvil process the platform started for `chain` (found by the port it listens on). */
+const chainProcess = (chain: string): number => {
   const port = new URL(sandboxRpcUrl(platform.output(), chain)).port
   const listening = execFileSync("ss", ["-ltnpH", `sport = :${port}`], { encoding: "utf8" })
   const pid = /pid=(\d+)/.exec(listening)?.[1]
   expect(pid, `the process listening on ${port}`).toBeDefined()
-  process.kill(Number(pid), "SIGKILL")
+  return Number(pid)
 }
+
+const killChain = (chain: string) => process.kill(chainProcess(chain), "SIGKILL")
 
 const usdc = async (wallet_id: string) => {
   const balance = expectOk(await client.get<typeof Balance.Type>(`/api/v1/wallets/${wallet_id}/balance`))
@@ -56,7 +60,7 @@ const report = (reports: ReadonlyArray<Report>, chain: string) => {
 
 beforeAll(async () => {
   platform = await startPlatform({
-    SANDBOX_EVM_CHAINS: "ethereum,avalanche",
+    SANDBOX_EVM_CHAINS: "ethereum,avalanche,polygon",
     RECONCILIATION_INTERVAL_SECONDS: "3600",
     LOG_LEVEL: "info",
   })
@@ -68,6 +72,7 @@ beforeAll(async () => {
     )
   ethereum = await wallet("ethereum")
   avalanche = await wallet("avalanche")
+  polygon = await wallet("polygon")
 }, 120_000)
 
 afterAll(async () => {
@@ -99,6 +104,31 @@ describe("one chain's node down", () => {
       "select 1 from platform.idempotency_keys where idempotency_key = 'ava-1'",
     )
     expect(stored.rowCount).toBe(0)
+  }, 120_000)
+
+  it("faucet: a node that stops answering is given 20 s, then 503 and nothing written", async () => {
+    const before = await usdc(polygon.wallet_id)
+    const pid = chainProcess("polygon")
+    process.kill(pid, "SIGSTOP")
+    try {
+      const started = Date.now()
+      const refused = await faucet(polygon.wallet_id, "pol-1")
+      const waited_ms = Date.now() - started
+      expect(refused.status).toBe(503)
+      expect(refused.body).toMatchObject({
+        error: { code: "chain_unavailable", message: expect.stringContaining("did not answer within 20 s") },
+      })
+      // The deadline, not the client's retries (which held such a request for over 80 s).
+      expect(waited_ms).toBeGreaterThanOrEqual(19_000)
+      expect(waited_ms).toBeLessThan(40_000)
+      expect(await usdc(polygon.wallet_id)).toBe(before)
+      const stored = await platform.database.pool.query(
+        "select 1 from platform.idempotency_keys where idempotency_key = 'pol-1'",
+      )
+      expect(stored.rowCount).toBe(0)
+    } finally {
+      process.kill(pid, "SIGKILL")
+    }
   }, 120_000)
 
   it("reconciliation: 200, the healthy chain reconciled, the dead one unavailable", async () => {
