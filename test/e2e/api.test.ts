@@ -738,6 +738,39 @@ describe("Idempotency-Key on payments", () => {
     expect(expectError(reused, 409, "idempotency_key_reused").type).toBe("idempotency_error")
     expect(await usdcOf(client, payer.wallet_id)).toEqual({ amount: "89.97", reserved: "0.00" })
   })
+  it("answers a retry with the payment it made, though the default wallet or the recipient's link changed since", async () => {
+    const { client: own } = await registerTenant(platform.url)
+    const payer = await createWallet(own, "ethereum", "retry-payer")
+    const payee = await createWallet(own, "ethereum", "retry-payee")
+    const ton = await createWallet(own, "ton", "retry-ton")
+    await fund(own, payer.wallet_id, "20")
+    await link(own, payee.wallet_id, "phone", "+14155550123")
+    const completed = { recipient: "+14155550123", amount: "5", token: "USDC" }
+    const paid = await pay(own, completed, { "idempotency-key": "order-77" })
+    expect(expectOk(paid).status).toBe("completed")
+    const retry = async (body: Record<string, unknown>, key: string, original: typeof paid) => {
+      const answer = await pay(own, body, { "idempotency-key": key })
+      expect(answer.status).toBe(200)
+      expect(answer.body).toEqual(original.body)
+      expect(answer.headers.get("idempotent-replayed")).toBe("true")
+    }
+    // Paying the phone from the payee's wallet would be same_wallet; from the TON wallet, there is
+    // no USDC on ton. The retry is neither: it is the payment that was made.
+    expectOk(await own.post(`/api/v1/wallets/${payee.wallet_id}/default`))
+    await retry(completed, "order-77", paid)
+    expectOk(await own.post(`/api/v1/wallets/${ton.wallet_id}/default`))
+    await retry(completed, "order-77", paid)
+
+    // A pending payment whose identifier is then linked to the paying wallet (which voids it).
+    expectOk(await own.post(`/api/v1/wallets/${payer.wallet_id}/default`))
+    const waiting = { recipient: "+14155550199", amount: "1", token: "USDC" }
+    const pending = await pay(own, waiting, { "idempotency-key": "order-78" })
+    expect(expectOk(pending).status).toBe("pending")
+    await link(own, payer.wallet_id, "phone", "+14155550199")
+    await retry(waiting, "order-78", pending)
+    expect(await usdcOf(own, payer.wallet_id)).toEqual({ amount: "14.985", reserved: "0.00" })
+  })
+
   it("records a refused payment once when 10 identical requests with one key arrive together: one failed transaction, the same 422 for all", async () => {
     const payer = await createWallet(client, "ethereum", "idempotent-poor")
     await fund(client, payer.wallet_id, "1")

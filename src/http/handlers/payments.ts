@@ -282,42 +282,48 @@ const pay = (payload: PayPayload) =>
       return yield* badRequest("invalid_note", `note is at most ${textLengths.note.max} characters.`, "note")
     }
     yield* checkMetadata(payload.metadata ?? {})
-    const { payer, to_wallet_id } = yield* resolveParties(caller, payload.from_wallet, recipient.success)
-    const asset = yield* tokenOn(payer.chain, payload.token)
-    const amount = yield* parseMoney(payload.amount, asset, payment_whole_units_max)
-    if (to_wallet_id === payer.wallet_id) {
-      return yield* unprocessable("same_wallet", "The recipient is linked to the paying wallet.", "recipient")
-    }
-    const ledger = ledgerOf(caller.tenant_id, caller.environment)
-    const accounts =
-      to_wallet_id === null
-        ? [walletAccount(payer.wallet_id, asset), escrowAccount(asset)]
-        : [walletAccount(payer.wallet_id, asset), walletAccount(to_wallet_id, asset), feeAccount(asset)]
-    // Accounts open inside `idempotent`: a refused or reused Idempotency-Key must not open them.
+    // Everything that depends on the tenant's state (the default wallet, the recipient's link, the
+    // payer's chain and so its token and decimals) is read inside `idempotent`: a retry of a payment
+    // that took effect is its stored answer, whatever changed since. Accounts open there too: a
+    // refused or reused Idempotency-Key must not open them.
     return yield* idempotent(caller, "payments.pay", payload, (ticket) =>
-      Effect.andThen(
-        mapLedgerErrors(
+      Effect.gen(function* () {
+        const { payer, to_wallet_id } = yield* resolveParties(caller, payload.from_wallet, recipient.success)
+        const asset = yield* tokenOn(payer.chain, payload.token)
+        const amount = yield* parseMoney(payload.amount, asset, payment_whole_units_max)
+        if (to_wallet_id === payer.wallet_id) {
+          return yield* unprocessable(
+            "same_wallet",
+            "The recipient is linked to the paying wallet.",
+            "recipient",
+          )
+        }
+        const ledger = ledgerOf(caller.tenant_id, caller.environment)
+        const accounts =
+          to_wallet_id === null
+            ? [walletAccount(payer.wallet_id, asset), escrowAccount(asset)]
+            : [walletAccount(payer.wallet_id, asset), walletAccount(to_wallet_id, asset), feeAccount(asset)]
+        yield* mapLedgerErrors(
           ensureAccounts(platform.writer, ledger, accounts, {
             actor: caller.key_id,
             correlation_id: request_id,
           }),
-        ),
-        () =>
-          execute(
+        )
+        return yield* execute(
+          caller,
+          planPayment(
             caller,
-            planPayment(
-              caller,
-              payer,
-              to_wallet_id,
-              asset,
-              amount,
-              recipient.success,
-              payload,
-              platform.settings.pending_payment_expiry_ms,
-            ),
-            ticket,
+            payer,
+            to_wallet_id,
+            asset,
+            amount,
+            recipient.success,
+            payload,
+            platform.settings.pending_payment_expiry_ms,
           ),
-      ),
+          ticket,
+        )
+      }),
     )
   })
 
