@@ -42,7 +42,7 @@ const numberSignificantDigitsMax = 15
 const amountPattern = /^(-?)(0|[1-9][0-9]*)(?:\.([0-9]+))?$/
 
 const formatReasons: ReadonlyArray<readonly [RegExp, string]> = [
-  [/^$/, "empty"],
+  [/^$/, "is empty"],
   [/\s/, "contains whitespace"],
   [/^\+/, "has a leading plus sign"],
   [/^-?0[xXoObB]/, "is not decimal (hexadecimal, octal or binary)"],
@@ -145,6 +145,11 @@ export function parseAmountNumber(
     return Result.fail(
       new ImpreciseAmountNumber({ input: text, significant_digits: digits, max: numberSignificantDigitsMax }),
     )
+  }
+  // Tiny numbers (5e-324 is 324 decimals) are refused for their decimals, named as the client wrote them.
+  const fraction_digits = plain.length - (plain.indexOf(".") + 1)
+  if (plain.includes(".") && fraction_digits > decimals) {
+    return Result.fail(new TooManyDecimals({ input: text, decimals: fraction_digits, max: decimals }))
   }
   return parseAmount(plain, decimals, options)
 }

@@ -53,12 +53,15 @@ export function normalisePhone(input: string): Result.Result<string, InvalidIden
     .replace(phoneSeparators, "")
   const international = compact.startsWith("00") ? `+${compact.slice(2)}` : compact
   const fail = (message: string) => Result.fail(new InvalidIdentifier({ kind: "phone", message }))
+  if (/^tel:/i.test(international))
+    return fail("write the number itself, without the tel: scheme, e.g. +14155550100")
   if (/[^+0-9]/.test(international))
     return fail(
       "a phone number has only digits after its + (spaces, dots, dashes and parentheses are allowed; extensions are not)",
     )
   if (!international.startsWith("+")) return fail("phone numbers need their country code, e.g. +14155550100")
   const digits = international.slice(1)
+  if (digits.includes("+")) return fail("a phone number has one +, before its country code")
   if (!/^[1-9][0-9]*$/.test(digits))
     return fail("a phone number is one + and digits; country codes do not start with 0")
   if (digits.length < phoneDigitsMin || digits.length > phoneDigitsMax) {

@@ -182,7 +182,7 @@ const takesNoBody = (request: HttpServerRequest.HttpServerRequest): boolean =>
   routeAmong(bodylessRoutes, request) !== undefined
 
 /**
- * A query parameter the endpoint does not take: a misspelt filter (`?wallet=`) would otherwise be
+ * A query parameter the endpoint does not take, or one it takes given twice: a misspelt filter (`?wallet=`) would otherwise be
  * ignored and answer the unfiltered list, which reads as a filtered one; one given to an endpoint
  * that takes none (`/api/v2/reconciliation?chain=solana`) would be ignored the same way.
  */
@@ -191,7 +191,17 @@ const unknownQueryParameter = (request: HttpServerRequest.HttpServerRequest): Ap
   if (at < 0) return undefined
   const taken = routeAmong(queryRoutes, request)?.query
   if (taken === undefined) return undefined
+  const seen = new Set<string>()
   for (const name of new URLSearchParams(request.url.slice(at + 1)).keys()) {
+    if (seen.has(name) && taken.includes(name)) {
+      return new ApiError({
+        status: 400,
+        code: "invalid_parameter",
+        message: `Query parameter ${JSON.stringify(name)} is given more than once; give it once.`,
+        param: name,
+      })
+    }
+    seen.add(name)
     if (!taken.includes(name)) {
       return new ApiError({
         status: 400,

@@ -1175,6 +1175,12 @@ const transactionCases: ReadonlyArray<Case> = (() => {
       undefined,
       refused(400, "invalid_parameter", "created_after"),
     ),
+    list("status=pending&status=failed")(
+      "a filter given twice",
+      undefined,
+      refused(400, "invalid_parameter", "status"),
+    ),
+    list("limit=5&limit=6")("limit given twice", undefined, refused(400, "invalid_parameter", "limit")),
     list("status=done")("unknown status filter", undefined, refused(400, "invalid_status", "status")),
     list("status=COMPLETED")(
       "status filter in upper case",

@@ -43,6 +43,9 @@ describe("normaliseIdentifier", () => {
     ["+1 415 CALL NOW", /only digits/],
     ["+0 415 555 0100", /do not start with 0/],
     ["4155550100", /country code/],
+    ["++442079460958", /one \+, before its country code/],
+    ["+44+2079460958", /one \+, before its country code/],
+    ["tel:+442079460958", /without the tel: scheme/],
   ])("says why the phone %s is refused", (input, reason) => {
     const refused = normaliseIdentifier("phone", input)
     expect(Result.isFailure(refused) ? refused.failure.message : "accepted").toMatch(reason)
