@@ -121,17 +121,42 @@ export function normaliseEmail(input: string): Result.Result<string, InvalidIden
 }
 
 /**
- * A handle `@<network>:<handle>`: 1 to 32 letters, digits, `_` or `.`, lower-cased, on a known
- * network (aliases become the canonical name: `@twitter:ana` is `@x:ana`).
+ * What each network allows as a user name, so that a handle no one can hold (which would keep a
+ * payment to it pending until it expires) is refused at once. Case is ignored (lower-cased after).
+ */
+const handleRules: Readonly<
+  Record<(typeof handleNetworks)[number], { readonly pattern: RegExp; readonly rule: string }>
+> = {
+  x: { pattern: /^[a-z0-9_]{1,15}$/i, rule: "1 to 15 letters, digits or _" },
+  telegram: {
+    pattern: /^[a-z][a-z0-9_]{4,31}$/i,
+    rule: "5 to 32 letters, digits or _, starting with a letter and not ending with _",
+  },
+  instagram: {
+    pattern: /^[a-z0-9_.]{1,30}$/i,
+    rule: "1 to 30 letters, digits, _ or ., not starting or ending with . nor with two in a row",
+  },
+}
+
+/**
+ * A handle `@<network>:<handle>` on a known network (aliases become the canonical name:
+ * `@twitter:ana` is `@x:ana`), the name as the network allows it (see `handleRules`), lower-cased.
  * @example normaliseHandle("@Twitter:Ana_B") // Result.succeed("@x:ana_b")
  */
 export function normaliseHandle(input: string): Result.Result<string, InvalidIdentifier> {
-  const match = /^@([A-Za-z]+):([A-Za-z0-9_.]{1,32})$/.exec(input.trim())
+  const match = /^@([A-Za-z]+):(.+)$/.exec(input.trim())
   const fail = (message: string) => Result.fail(new InvalidIdentifier({ kind: "handle", message }))
   if (match === null) return fail("a handle is @<network>:<handle>, e.g. @telegram:ana_b")
   const network = networkAliases[(match[1] ?? "").toLowerCase()]
   if (network === undefined) return fail(`unknown network; one of ${handleNetworks.join(", ")}`)
-  return Result.succeed(`@${network}:${(match[2] ?? "").toLowerCase()}`)
+  const name = match[2] ?? ""
+  const { pattern, rule } = handleRules[network]
+  const valid =
+    pattern.test(name) &&
+    !(network === "telegram" && name.endsWith("_")) &&
+    !(network === "instagram" && (name.startsWith(".") || name.endsWith(".") || name.includes("..")))
+  if (!valid) return fail(`a ${network} handle is ${rule}`)
+  return Result.succeed(`@${network}:${name.toLowerCase()}`)
 }
 
 /**

@@ -82,9 +82,29 @@ describe("normaliseIdentifier", () => {
   it.each([
     ["email", " Ana@Example.COM ", "ana@example.com"],
     ["handle", "@Twitter:Ana_B", "@x:ana_b"],
-    ["handle", "@TELEGRAM:ana.b", "@telegram:ana.b"],
+    ["handle", "@TELEGRAM:Ana_B5", "@telegram:ana_b5"],
+    ["handle", "@instagram:Ana.B_", "@instagram:ana.b_"],
+    ["handle", "@x:Abcdefghijklm_o", "@x:abcdefghijklm_o"],
   ] as const)("%s %s is %s", (kind, input, expected) => {
     expect(ok(kind, input)).toBe(expected)
+  })
+
+  it.each([
+    ["@x:a.b", /x handle is 1 to 15/],
+    ["@x:abcdefghijklmnop", /x handle is 1 to 15/],
+    ["@telegram:abcd", /telegram handle is 5 to 32/],
+    ["@telegram:1abcde", /starting with a letter/],
+    ["@telegram:abcde_", /not ending with _/],
+    ["@telegram:ana.b", /telegram handle/],
+    ["@instagram:.ana", /instagram handle/],
+    ["@instagram:ana.", /instagram handle/],
+    ["@instagram:an..a", /instagram handle/],
+    [`@instagram:${"a".repeat(31)}`, /instagram handle is 1 to 30/],
+    ["@myspace:ana", /unknown network/],
+    ["@x:", /a handle is @<network>:<handle>/],
+  ])("says why the handle %s is refused", (input, reason) => {
+    const refused = normaliseIdentifier("handle", input)
+    expect(Result.isFailure(refused) ? refused.failure.message : "accepted").toMatch(reason)
   })
 
   it("writes any E.164 number in any of the usual ways to the same key, and normalising again changes nothing", () => {
