@@ -97,7 +97,7 @@ const headers = {
     "The request's id (a client's own `X-Request-Id` of 8-128 safe characters is echoed).",
   ),
   "Idempotent-Replayed": header("`true` when the response is the stored answer to an earlier request."),
-  "Retry-After": header("Seconds to wait before retrying."),
+  "Retry-After": header("Seconds to wait before retrying: on every 429, and on a 503 `ledger_busy`."),
   "WWW-Authenticate": header('`Bearer realm="api"`.'),
 }
 
