@@ -139,6 +139,16 @@ const wrongMethod = (known: ApiError, request: HttpServerRequest.HttpServerReque
   if (known.code !== "route_not_found") return known
   const allowed = allowedMethods(request.url)
   if (allowed.length === 0) return known
+  // The path takes this very method, yet the router found nothing: a path parameter it would not
+  // read (over 100 characters, or broken percent-encoding). Nothing can be there.
+  if (allowed.includes(request.method === "HEAD" ? "GET" : request.method)) {
+    return new ApiError({
+      status: 404,
+      code: "route_not_found",
+      message:
+        "Nothing is at this path: one of its ids is longer than 100 characters or not valid percent-encoding.",
+    })
+  }
   return new ApiError({
     status: 405,
     code: "method_not_allowed",
@@ -248,21 +258,58 @@ const unexpectedBody = (text: string): ApiError | undefined => {
   })
 }
 
+/** Bodies are UTF-8 (RFC 8259): other bytes are refused, not replaced by U+FFFD and stored. */
+const utf8 = new TextDecoder("utf-8", { fatal: true })
+
+/** The `charset` a Content-Type names, lower-cased, unquoted; undefined when it names none. */
+const charsetOf = (media: string): string | undefined =>
+  /;\s*charset\s*=\s*"?([^";\s]+)"?/i.exec(media)?.[1]?.toLowerCase()
+
 /**
- * A JSON body's text, for the checks `JSON.parse` skips (see json-body.ts). The body is read once:
- * the request caches it for the decoder. Bodies of other media types, and bodies that cannot be
- * read (too large), are left to the decoder and its errors.
+ * A JSON body's checks before any decoder sees it: the encodings it may come in, then the checks
+ * `JSON.parse` skips (see json-body.ts). The body is read once: the request caches its bytes for the
+ * decoder. Bodies of other media types are left to the decoder's 415, except where no decoder runs
+ * (endpoints that take no body); a body that cannot be read (over 1 MiB) is refused here, since on
+ * those endpoints nothing else would read it.
  */
 const checkJsonBody = (request: HttpServerRequest.HttpServerRequest): Effect.Effect<ApiError | undefined> => {
   if (!bodyMethods.has(request.method)) return Effect.succeed(undefined)
+  const encoding = request.headers["content-encoding"]
+  if (encoding !== undefined && !/^\s*identity\s*$/i.test(encoding)) {
+    return Effect.succeed(
+      unsupportedMediaType(
+        request,
+        `Request bodies are not compressed: send them without Content-Encoding (got ${JSON.stringify(encoding)}).`,
+      ),
+    )
+  }
   const media = request.headers["content-type"]
   const json = media === undefined || /^\s*application\/json\s*(;|$)/i.test(media)
+  const charset = media === undefined ? undefined : charsetOf(media)
+  if (json && charset !== undefined && charset !== "utf-8" && charset !== "utf8") {
+    return Effect.succeed(
+      unsupportedMediaType(
+        request,
+        `Request bodies are UTF-8 JSON: send \`charset=utf-8\` or no charset (got ${JSON.stringify(charset)}).`,
+      ),
+    )
+  }
   const bodyless = takesNoBody(request)
   // Other media types are the decoder's to refuse (415), except where no decoder runs.
   if (!json && !bodyless) return Effect.succeed(undefined)
-  return request.text.pipe(
-    Effect.map((text) => {
-      if (!json) return text === "" ? undefined : unsupportedMediaType(request)
+  return request.arrayBuffer.pipe(
+    Effect.map((bytes) => {
+      if (!json) return bytes.byteLength === 0 ? undefined : unsupportedMediaType(request)
+      let text: string
+      try {
+        text = utf8.decode(bytes)
+      } catch {
+        return new ApiError({
+          status: 400,
+          code: "invalid_json",
+          message: "The request body is not valid UTF-8.",
+        })
+      }
       const problem = jsonBodyProblem(text)
       if (problem !== undefined)
         return new ApiError({
@@ -273,16 +320,18 @@ const checkJsonBody = (request: HttpServerRequest.HttpServerRequest): Effect.Eff
         })
       return bodyless ? unexpectedBody(text) : undefined
     }),
-    Effect.orElseSucceed(() => undefined),
+    Effect.catchCause((cause) => Effect.succeed(classify(Cause.squash(cause)))),
   )
 }
 
 /** HttpApi answers an unsupported media type in plain text: the platform's error body instead. */
-const unsupportedMediaType = (request: HttpServerRequest.HttpServerRequest) =>
+const unsupportedMediaType = (request: HttpServerRequest.HttpServerRequest, message?: string) =>
   new ApiError({
     status: 415,
     code: "unsupported_media_type",
-    message: `Request bodies are JSON: send \`Content-Type: application/json\` (got ${JSON.stringify(request.headers["content-type"] ?? "")}).`,
+    message:
+      message ??
+      `Request bodies are JSON: send \`Content-Type: application/json\` (got ${JSON.stringify(request.headers["content-type"] ?? "")}).`,
   })
 
 export const RequestMiddleware = HttpRouter.middleware(

@@ -250,14 +250,14 @@ type Lazy<T> = T | ((f: Fixture) => T)
 const resolve = <T>(value: Lazy<T>, f: Fixture): T =>
   typeof value === "function" ? (value as (f: Fixture) => T)(f) : value
 
-/** A body sent byte for byte instead of as JSON. */
+/** A body sent byte for byte instead of as JSON (text is sent as UTF-8). */
 class Raw {
-  readonly text: string
-  constructor(text: string) {
+  readonly text: string | Uint8Array
+  constructor(text: string | Uint8Array) {
     this.text = text
   }
 }
-const raw = (text: string) => new Raw(text)
+const raw = (text: string | Uint8Array) => new Raw(text)
 
 interface Outcome {
   readonly status: number
@@ -392,7 +392,26 @@ const bodyShapeCases = (
     raw(JSON.stringify({ padding: "x".repeat(1_048_576) })),
     refused(413, "body_too_large"),
   ),
+  // "Café" in Latin-1: not UTF-8 (it was stored with U+FFFD in place of the é).
+  call("a body that is not UTF-8", raw(latin1('{"name":"Caf\u00e9"}')), refused(400, "invalid_json")),
+  call(
+    "a body in another charset",
+    (f) => raw(latin1(JSON.stringify(resolve(valid, f)))),
+    refused(415, "unsupported_media_type"),
+    { headers: { "content-type": "application/json; charset=iso-8859-1" } },
+  ),
+  call(
+    "a compressed body",
+    (f) => raw(JSON.stringify(resolve(valid, f))),
+    refused(415, "unsupported_media_type"),
+    {
+      headers: { "content-encoding": "gzip" },
+    },
+  ),
 ]
+
+/** `text` as ISO-8859-1 bytes (every character below U+0100). */
+const latin1 = (text: string) => Uint8Array.from(text, (character) => character.charCodeAt(0))
 
 // A valid body with a malformed Idempotency-Key: the key is refused before anything happens.
 const idempotencyKeyCases = (call: Endpoint, valid: Lazy<Json>): ReadonlyArray<Case> =>
@@ -435,6 +454,13 @@ const bodylessCases = (path: (f: Fixture) => string): ReadonlyArray<Case> => [
     {
       headers: { "content-type": "text/plain" },
     },
+  ),
+  // Too large to read: it was neither read nor refused, and the POST took effect.
+  endpoint("POST", path)(
+    "a body over 1 MiB to a POST without one",
+    raw(JSON.stringify({ padding: "x".repeat(1_048_576) })),
+    refused(413, "body_too_large"),
+    { headers: { "content-type": "application/octet-stream" } },
   ),
 ]
 
@@ -792,6 +818,18 @@ const walletCases: ReadonlyArray<Case> = (() => {
       "a query to a POST that takes none",
       undefined,
       refused(400, "invalid_parameter", "chain"),
+    ),
+    // The router reads no id over 100 characters nor broken percent-encoding: this was a 405
+    // whose Allow named the very method used.
+    endpoint("GET", `/api/v1/wallets/wal_${"a".repeat(97)}`)(
+      "a wallet id over 100 characters",
+      undefined,
+      refused(404, "route_not_found"),
+    ),
+    endpoint("GET", "/api/v1/wallets/wal_%zz")(
+      "a wallet id with broken percent-encoding",
+      undefined,
+      refused(404, "route_not_found"),
     ),
     endpoint("GET", "/api/v1/wallets?externalid=a")(
       "a misspelt wallet filter",
