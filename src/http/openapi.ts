@@ -116,8 +116,18 @@ const errorResponse = (status: string) => ({
 const healthPaths = new Set(["/health", "/api/health"])
 const openPaths = new Set([...healthPaths, "/api/tenant/register"])
 
+/** Statuses an operation answers beyond those of its kind of request. */
+const extraStatuses: Readonly<Record<string, ReadonlyArray<string>>> = {
+  // A social payment, or a transfer not (or never) on chain, has nothing to verify.
+  "transfers.verify": ["422"],
+}
+
 /** The error statuses an operation can answer, by how it is reached. */
-const errorStatusesOf = (path: string, method: string): ReadonlyArray<string> => {
+const errorStatusesOf = (
+  path: string,
+  method: string,
+  operation_id: string | undefined,
+): ReadonlyArray<string> => {
   if (healthPaths.has(path)) return []
   const writes = method !== "get"
   const bodied = method === "post" || method === "patch"
@@ -127,10 +137,11 @@ const errorStatusesOf = (path: string, method: string): ReadonlyArray<string> =>
     ...(writes ? ["409"] : []),
     ...(bodied ? ["413", "415"] : []),
     ...(writes && !openPaths.has(path) ? ["422"] : []),
+    ...(operation_id === undefined ? [] : (extraStatuses[operation_id] ?? [])),
     "429",
     "500",
     ...(writes ? ["503"] : []),
-  ]
+  ].sort()
 }
 
 // --- Field constraints -------------------------------------------------------------------------
@@ -150,13 +161,15 @@ const statusList = ["pending", "completed", "failed"]
 const identifier = { minLength: 1, maxLength: identifierLengthMax }
 const listQuery: Record<string, Fragment> = {
   limit: described(`Page size, an integer from 1 to ${list_limit_max} (default ${list_limit_default}).`, {
-    pattern: "^[0-9]+$",
+    pattern: `^0*(?:[1-9][0-9]?|${list_limit_max})$`,
   }),
   starting_after: described("The last id of the previous page; empty for the first page."),
 }
-const rfc3339 = described("An RFC 3339 date-time with an offset (`2026-01-31T12:00:00Z`).", {
-  format: "date-time",
-})
+const rfc3339 = described(
+  "An RFC 3339 date-time with its offset (`2026-01-31T12:00:00Z`, up to microseconds), or a date " +
+    "(`2026-01-31`, midnight UTC).",
+  { anyOf: [{ format: "date-time" }, { format: "date" }] },
+)
 
 interface OperationFields {
   /** Body properties (`a.b` for a nested one). */
@@ -269,6 +282,8 @@ const keywordTypes: Readonly<Record<string, string>> = {
   maxLength: "string",
   pattern: "string",
   format: "string",
+  // Only string alternatives are written here (a date-time or a date).
+  anyOf: "string",
   enum: "string",
   items: "array",
   minItems: "array",
@@ -432,7 +447,9 @@ export const documentConventions = <S extends object>(document: S): S => {
               }
             : response
       }
-      for (const status of errorStatusesOf(path, method)) responses[status] ??= errorResponse(status)
+      for (const status of errorStatusesOf(path, method, operation.operationId)) {
+        responses[status] ??= errorResponse(status)
+      }
       operation.responses = responses
       const parameters = [...(operation.parameters ?? [])]
       if (!openPaths.has(path)) {
