@@ -8,7 +8,7 @@
  * fingerprinted with a keyed hash.
  */
 import { hash } from "node:crypto"
-import { Context, Deferred, Effect, type Exit } from "effect"
+import { Context, Deferred, Effect, Exit } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import {
   anyRequestOf,
@@ -114,7 +114,8 @@ const replay = (stored: StoredResponse, sealer: ResponseSealer | undefined) =>
 
 /**
  * Runs `run` at most once per idempotency key of the scope. `run` receives the ticket to store its
- * response with (undefined without a key). With `sealer`, the stored response is encrypted and the
+ * response with (undefined without a key); a `run` that succeeds without storing its response must
+ * be idempotent by itself (a concurrent duplicate runs it again and must get a replay). With `sealer`, the stored response is encrypted and the
  * request fingerprinted with a keyed hash (for responses that carry a secret).
  * @example idempotent({ tenant_id, environment }, "wallets.create", payload, (ticket) => createWallet(..., ticket))
  */
@@ -164,6 +165,10 @@ export const idempotent = <A, R>(
         findStoredResponse(pool, scope.tenant_id, scope.environment, key),
       )
       if (stored !== undefined && stored.fingerprint === fingerprint) return yield* replay(stored, sealer)
+      // Nothing stored: the first failed (this duplicate shares its error), or its run stores no
+      // response and is idempotent itself (the faucet replays in the ledger): run it again, so that
+      // this duplicate is answered as the replay it is.
+      if (Exit.isSuccess(exit)) return yield* run(ticket)
       return yield* exit as Exit.Exit<A | HttpServerResponse.HttpServerResponse, ApiError>
     }
     const done = Deferred.makeUnsafe<Exit.Exit<unknown, unknown>>()

@@ -90,6 +90,11 @@ describe("one chain's node down", () => {
     expect(retried.headers.get("idempotent-replayed")).toBe("true")
     expect(retried.body).toEqual(first.body)
     expect(await usdc(ethereum.wallet_id)).toBe("1.00")
+    // Concurrent duplicates: one credit, one first answer, the others replays of it.
+    const together = await Promise.all(Array.from({ length: 5 }, () => faucet(ethereum.wallet_id, "eth-2")))
+    expect(together.map((answer) => answer.status)).toEqual([200, 200, 200, 200, 200])
+    expect(together.filter((answer) => answer.headers.get("idempotent-replayed") === "true")).toHaveLength(4)
+    expect(await usdc(ethereum.wallet_id)).toBe("2.00")
     const before = await usdc(avalanche.wallet_id)
 
     killChain("avalanche")
@@ -136,7 +141,7 @@ describe("one chain's node down", () => {
     expect(run.status).toBe(200)
     expect(report(run.body.data, "ethereum")).toMatchObject({
       status: "matched",
-      on_chain_balance: "1.00",
+      on_chain_balance: "2.00",
       error: null,
     })
     const dead = report(run.body.data, "avalanche")
