@@ -26,7 +26,7 @@ const requestIdPattern = /^[A-Za-z0-9._:-]{8,128}$/
 /** Request ids: a random prefix per process and a counter, unique without a random draw each. */
 const requestIdPrefix = `req_${randomBytes(6).toString("hex")}`
 let requestCounter = 0
-const newRequestId = () => {
+export const newRequestId = () => {
   requestCounter += 1
   return `${requestIdPrefix}${requestCounter.toString(16).padStart(12, "0")}`
 }

@@ -3,7 +3,7 @@
  * reference at /docs, the request middleware on every route. Needs the Platform and Database
  * services.
  */
-import { createServer } from "node:http"
+import { createServer, STATUS_CODES } from "node:http"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { HttpRouter } from "effect/http"
@@ -20,7 +20,7 @@ import { KeysHandlers, RegistrationHandlers, TenantHandlers } from "./handlers/t
 import { TransfersHandlers } from "./handlers/transfers.ts"
 import { WalletsHandlers } from "./handlers/wallets.ts"
 import { SandboxHandlers, WebhooksHandlers } from "./handlers/webhooks.ts"
-import { RequestMiddleware } from "./request.ts"
+import { newRequestId, RequestMiddleware } from "./request.ts"
 
 const health_check_timeout_ms = 2_000
 
@@ -62,8 +62,47 @@ const Routes = Layer.mergeAll(
   RequestMiddleware,
 )
 
+/** What Node's HTTP parser refuses before any route runs, by its error code. */
+const parserRefusals: Readonly<Record<string, readonly [status: number, code: string, message: string]>> = {
+  HPE_HEADER_OVERFLOW: [
+    431,
+    "headers_too_large",
+    "The request line and headers are over 16 KiB together (a very long URL counts).",
+  ],
+  HPE_CHUNK_EXTENSIONS_OVERFLOW: [413, "body_too_large", "The chunk extensions are too large."],
+  ERR_HTTP_REQUEST_TIMEOUT: [408, "request_timeout", "The request did not arrive in time."],
+  HPE_INVALID_METHOD: [400, "malformed_request", "The request's method is not one HTTP knows."],
+}
+
+/**
+ * A Node HTTP server whose own refusals (headers too large, a request that is not HTTP/1.1) are
+ * answered like every other error: the platform's error body and an X-Request-Id, then the
+ * connection closed, instead of a bare status line.
+ */
+const createPlatformServer = () => {
+  const server = createServer()
+  server.on("clientError", (error: Error & { readonly code?: string }, socket) => {
+    if (error.code === "ECONNRESET" || !socket.writable) {
+      socket.destroy()
+      return
+    }
+    const [status, code, message] = parserRefusals[error.code ?? ""] ?? [
+      400,
+      "malformed_request",
+      "The request is not valid HTTP/1.1.",
+    ]
+    const request_id = newRequestId()
+    const body = JSON.stringify({ error: { type: "invalid_request_error", code, message, request_id } })
+    socket.end(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ""}\r\ncontent-type: application/json\r\n` +
+        `content-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${request_id}\r\nconnection: close\r\n\r\n${body}`,
+    )
+  })
+  return server
+}
+
 /** The HTTP server on `port` (0 picks a free one). */
 export const HttpServerLive = (port: number) =>
   HttpRouter.serve(Routes, { disableLogger: true }).pipe(
-    Layer.provide(NodeHttpServer.layer(createServer, { port, host: "0.0.0.0" })),
+    Layer.provide(NodeHttpServer.layer(createPlatformServer, { port, host: "0.0.0.0" })),
   )

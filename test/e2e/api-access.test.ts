@@ -2,6 +2,7 @@
 // tenants never see or touch each other's resources and never share a rate limit; API keys are
 // scoped, rotate with a grace period and revoke at once; production credentials need a verified
 // tenant and a production ledger that shares nothing with the sandbox; lists page by cursor.
+import * as net from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type {
   ApiKey,
@@ -642,5 +643,46 @@ describe("routes and methods", () => {
       allow: null,
       code: "route_not_found",
     })
+  })
+
+  it("answers what Node's HTTP parser refuses in the error shape with an X-Request-Id, not a bare status line", async () => {
+    /** Sends `request` as raw bytes and reads the whole answer (the server closes the connection). */
+    const raw = (request: string) =>
+      new Promise<{ status: number; headers: string; body: unknown }>((resolve, reject) => {
+        const { port } = new URL(platform.url)
+        const socket = net.connect(Number(port), "127.0.0.1")
+        const chunks: Array<Buffer> = []
+        socket.on("data", (chunk) => chunks.push(chunk))
+        socket.on("error", reject)
+        socket.on("close", () => {
+          const text = Buffer.concat(chunks).toString("utf8")
+          const [head = "", body = ""] = text.split("\r\n\r\n")
+          resolve({ status: Number(head.split(" ")[1]), headers: head.toLowerCase(), body: JSON.parse(body) })
+        })
+        socket.write(request)
+      })
+    const cases = [
+      [`GET /api/v1/wallets?q=${"a".repeat(17_000)} HTTP/1.1\r\nHost: x\r\n\r\n`, 431, "headers_too_large"],
+      [`GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${"b".repeat(17_000)}\r\n\r\n`, 431, "headers_too_large"],
+      ["FOO /health HTTP/1.1\r\nHost: x\r\n\r\n", 400, "malformed_request"],
+      ["GET /health HTTP/1.1\r\nBad Header: x\r\n\r\n", 400, "malformed_request"],
+    ] as const
+    for (const [request, status, code] of cases) {
+      const answer = await raw(request)
+      expect({ status: answer.status, body: answer.body }).toEqual({
+        status,
+        body: {
+          error: {
+            type: "invalid_request_error",
+            code,
+            message: expect.any(String),
+            request_id: expect.stringMatching(/^req_/),
+          },
+        },
+      })
+      expect(answer.headers).toContain(
+        `x-request-id: ${(answer.body as { error: { request_id: string } }).error.request_id}`,
+      )
+    }
   })
 })
