@@ -12,6 +12,9 @@ import { Platform } from "../platform/service.ts"
 import { Authentication, CurrentCaller, RequiredScope } from "./api.ts"
 import { ApiError } from "./errors.ts"
 
+/** Refused authentications allowed per client address and second (burst twice that). */
+export const failed_authentication_rate_per_s = 20
+
 const unauthorized = (code: string, message: string) => new ApiError({ status: 401, code, message })
 
 const refusals = {
@@ -48,10 +51,29 @@ export const AuthenticationLive = Layer.effect(
             )
           }
           const now_ms = Date.now()
-          // A cached key is decided at once; only a miss waits for the database.
-          const outcome =
-            platform.keys.authenticateCached(api_key, tenant_id, now_ms) ??
-            (yield* Effect.promise(() => platform.keys.authenticate(api_key, tenant_id, now_ms)))
+          // A cached key is decided at once; only a miss waits for the database, and a client
+          // address whose keys keep failing (guessing, or a broken integration) is stopped first.
+          let outcome = platform.keys.authenticateCached(api_key, tenant_id, now_ms)
+          if (outcome === undefined) {
+            const failures = `auth-failures:${request.remoteAddress ?? "unknown"}`
+            const admitted = platform.limiter.admit(
+              [{ key: failures, rate_per_s: failed_authentication_rate_per_s }],
+              now_ms,
+            )
+            if (!admitted.allowed) {
+              return yield* Effect.die(
+                new ApiError({
+                  status: 429,
+                  code: "rate_limited",
+                  message: `Too many requests with keys that are not valid from this address (${failed_authentication_rate_per_s}/s).`,
+                  headers: { "retry-after": String(admitted.retry_after_s) },
+                }),
+              )
+            }
+            outcome = yield* Effect.promise(() => platform.keys.authenticate(api_key, tenant_id, now_ms))
+            // Only refusals count against the address.
+            if (outcome.kind === "ok") platform.limiter.refund(failures)
+          }
           if (outcome.kind !== "ok") return yield* Effect.die(refusals[outcome.kind])
           const { caller } = outcome
           const scope = Context.getOrUndefined(endpoint.annotations, RequiredScope)

@@ -58,5 +58,10 @@ export const makeRateLimiter = () => {
       }
       return { allowed: true, retry_after_s: 0 }
     },
+    /** Returns one token taken by `admit` from `key`'s bucket (a request that, after all, costs nothing). */
+    refund: (key: string) => {
+      const bucket = buckets.get(key)
+      if (bucket !== undefined) bucket.tokens += 1
+    },
   }
 }

@@ -686,3 +686,32 @@ describe("routes and methods", () => {
     }
   })
 })
+
+describe("keys that are not valid", () => {
+  it("are refused 401 until an address has sent too many, then 429 with Retry-After, while valid keys from it still pass", async () => {
+    const { client: valid } = await registerTenant(platform.url)
+    expectOk(await valid.get("/api/v1/wallets"))
+    const guess = (index: number) =>
+      apiClient(platform.url, {
+        tenant_id: `ten_guess${index}`,
+        api_key: `sk_sandbox_${index}_${Math.random().toString(36).slice(2)}`,
+      }).get("/api/v1/wallets")
+    // Sent one after another: 20/s with a burst of 40, so 60 quick guesses meet the limit.
+    const statuses: Array<number> = []
+    let limited: ApiResponse | undefined
+    for (let index = 0; index < 60; index++) {
+      const answer = await guess(index)
+      statuses.push(answer.status)
+      if (answer.status === 429) limited ??= answer
+    }
+    expect(statuses.slice(0, 30)).toEqual(Array(30).fill(401))
+    expect(statuses.filter((status) => status === 429).length).toBeGreaterThan(0)
+    expect(statuses.every((status) => status === 401 || status === 429)).toBe(true)
+    expectError(limited as ApiResponse, 429, "rate_limited")
+    expect(Number(limited?.headers.get("retry-after"))).toBeGreaterThanOrEqual(1)
+    // A valid key from the same address is not one of them.
+    expectOk(await valid.get("/api/v1/wallets"))
+    await sleep(2_500)
+    expect((await guess(1_000)).status).toBe(401)
+  })
+})
