@@ -34,13 +34,20 @@ export interface DeliverySettings {
   readonly delivery_timeout_ms: number
   /** A number in [0, 1) for the retry jitter. */
   readonly random: () => number
+  /** Told of each attempt put off because its endpoint's secret cannot be opened (for the log). */
+  readonly onHeld?: (error: WebhookSecretUnreadable) => void
+  /** How long such an attempt waits before it looks again; default `unreadable_secret_hold_ms`. */
+  readonly hold_ms?: number
 }
 
 /** The longest response excerpt and error text kept per attempt. */
 export const excerpt_bytes_max = 1_024
 export const user_agent = "PaymentsPlatform-Webhooks/1.0"
 
-export type DeliveryResult = "skipped" | "succeeded" | "retrying" | "failed"
+export type DeliveryResult = "skipped" | "succeeded" | "retrying" | "failed" | "held"
+
+/** How long a delivery whose secret cannot be opened waits before it looks again (default). */
+export const unreadable_secret_hold_ms = 60_000
 
 interface DeliveryTarget {
   readonly status: string
@@ -276,6 +283,30 @@ const claimAttempt = async (
 export const jobLifetimeSeconds = (delivery_timeout_ms: number): number =>
   Math.ceil(delivery_timeout_ms / 1000) + 60
 
+/**
+ * Puts the attempt off by `hold_ms`, unsent and uncounted: releases this job's claim and queues the
+ * same attempt again, in one transaction.
+ */
+const holdAttempt = async (
+  pool: pg.Pool,
+  boss: PgBoss,
+  job: DeliveryJob,
+  job_id: string,
+  hold_ms: number,
+): Promise<DeliveryResult> =>
+  await inTransaction(pool, async (client) => {
+    const held = await client.query(
+      `update platform.webhook_deliveries
+       set claim_attempt = null, claim_job_id = null, claimed_at = null, updated_at = now(),
+         next_attempt_at = now() + $3::float8 * interval '1 millisecond'
+       where delivery_id = $1 and status = 'pending' and attempt_count = $2 - 1 and claim_job_id = $4`,
+      [job.delivery_id, job.attempt, hold_ms, job_id],
+    )
+    if (held.rowCount !== 1) return "skipped"
+    await sendDeliveryJobs(boss, client, [{ ...job, delay_ms: hold_ms }])
+    return "held"
+  })
+
 /** A pending delivery whose endpoint was deleted ends as failed, without a request. */
 const failOrphan = async (pool: pg.Pool, job: DeliveryJob): Promise<DeliveryResult> => {
   const result = await pool.query(
@@ -328,9 +359,18 @@ export async function deliverAttempt(
     data: target.data,
   })
   const signature_timestamp = Math.floor(Date.now() / 1000)
-  // An unreadable current secret (CUSTODY_KEK changed) throws: nothing is sent unsigned. The
-  // previous one only adds a second signature: unreadable, it is left out.
-  const secrets = [settings.secrets.open(target.webhook_id, target.secret)]
+  // An unreadable current secret (CUSTODY_KEK changed): nothing is sent unsigned, and the attempt
+  // waits, looking again every minute, until the secret is set again (it never runs out of tries).
+  // The previous secret only adds a second signature: unreadable, it is left out.
+  let current: string
+  try {
+    current = settings.secrets.open(target.webhook_id, target.secret)
+  } catch (error) {
+    if (!(error instanceof WebhookSecretUnreadable)) throw error
+    settings.onHeld?.(error)
+    return await holdAttempt(pool, boss, job, job_id, settings.hold_ms ?? unreadable_secret_hold_ms)
+  }
+  const secrets = [current]
   if (target.previous_secret !== null) {
     try {
       secrets.push(settings.secrets.open(target.webhook_id, target.previous_secret))

@@ -28,6 +28,8 @@ export interface WebhookEngineOptions {
   readonly worker_poll_interval_ms?: number
   /** How often a standby dispatcher tries to take over; default 1,000. */
   readonly standby_retry_ms?: number
+  /** How long an attempt whose endpoint's secret cannot be opened waits to look again; default 60,000. */
+  readonly unreadable_secret_hold_ms?: number
   /** Errors of the dispatcher, the workers and pg-boss; default: ignored (the engine keeps going). */
   readonly onError?: (error: unknown) => void
 }
@@ -102,6 +104,8 @@ export async function startWebhookEngine(input: {
     schedule: assertRetrySchedule(options.retry_schedule ?? retrySchedule),
     delivery_timeout_ms,
     random: Math.random,
+    onHeld: onError,
+    hold_ms: bounded("unreadable_secret_hold_ms", options.unreadable_secret_hold_ms ?? 60_000, 1, 3_600_000),
   }
   // Endpoints stored before secrets were sealed are sealed before anything is signed.
   await sealStoredSecrets(pool, input.secrets)
