@@ -279,6 +279,31 @@ const claimAttempt = async (
   return claimed.rowCount === 1
 }
 
+/**
+ * Another job holds the attempt's claim. If that job records the attempt, this one has nothing to
+ * do; if it died (its worker killed), the claim lapses after `claim_lifetime_s`: this job queues the
+ * same attempt again for just after that, so a redelivery asked for meanwhile is never dropped.
+ */
+const awaitClaim = async (
+  pool: pg.Pool,
+  boss: PgBoss,
+  job: DeliveryJob,
+  claim_lifetime_s: number,
+): Promise<DeliveryResult> =>
+  await inTransaction(pool, async (client): Promise<DeliveryResult> => {
+    const found = await client.query<{ lapses_in_ms: number }>(
+      `select greatest(0, extract(epoch from claimed_at + make_interval(secs => $3) - now()) * 1000)::float8
+         as lapses_in_ms
+       from platform.webhook_deliveries
+       where delivery_id = $1 and status = 'pending' and attempt_count = $2 - 1 and claim_attempt = $2`,
+      [job.delivery_id, job.attempt, claim_lifetime_s],
+    )
+    const row = found.rows[0]
+    if (row === undefined) return "skipped"
+    await sendDeliveryJobs(boss, client, [{ ...job, delay_ms: row.lapses_in_ms + 1_000 }])
+    return "skipped"
+  })
+
 /** How long a job runs at most before pg-boss takes it for dead (the queue's `expireInSeconds`). */
 export const jobLifetimeSeconds = (delivery_timeout_ms: number): number =>
   Math.ceil(delivery_timeout_ms / 1000) + 60
@@ -345,8 +370,10 @@ export async function deliverAttempt(
   // A deleted or disabled endpoint is not called again, retries included; a delivery to a disabled
   // one can be sent again by hand (redeliver) once it is enabled.
   if (target.webhook_deleted || !target.webhook_enabled) return await failOrphan(pool, job)
-  if (!(await claimAttempt(pool, job, job_id, jobLifetimeSeconds(settings.delivery_timeout_ms))))
-    return "skipped"
+  const claim_lifetime_s = jobLifetimeSeconds(settings.delivery_timeout_ms)
+  if (!(await claimAttempt(pool, job, job_id, claim_lifetime_s))) {
+    return await awaitClaim(pool, boss, job, claim_lifetime_s)
+  }
   assert(isWebhookEventType(target.event_type), "an outbox event has a known type")
   assert(
     target.environment === "sandbox" || target.environment === "production",

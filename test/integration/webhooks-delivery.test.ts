@@ -13,6 +13,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import type { WebhookEventType } from "../../domain/webhooks/events.ts"
 import { verifySignature } from "../../domain/webhooks/signature.ts"
 import { runMigrations } from "../../src/db/migrate.ts"
+import { jobLifetimeSeconds } from "../../src/webhooks/delivery.ts"
 import { dispatchBatch } from "../../src/webhooks/dispatcher.ts"
 import {
   startWebhookEngine,
@@ -590,6 +591,24 @@ describe("redelivery and test events", () => {
     await claim("2 hours")
     await redeliver(db.pool, engine.boss, scope, delivered.delivery_id)
     const again = await waitFor("the redelivery", async () => {
+      const delivery = await getDelivery(db.pool, scope, delivered.delivery_id)
+      return delivery?.attempt_count === 2 ? delivery : undefined
+    })
+    expect(again.status).toBe("succeeded")
+    expect(receiver.received.map((r) => r.headers["x-service-delivery-attempt"])).toEqual(["1", "2"])
+  })
+
+  it("does not drop a redelivery asked for while a dead job's claim still holds the attempt: it goes out when the claim lapses", async () => {
+    const { scope, receiver, engine, delivered } = await deliveredOnce()
+    // Attempt 2 claimed by a job that died 2 s before its claim lapses (jobs live 70 s here).
+    const lifetime_s = jobLifetimeSeconds(10_000)
+    await db.pool.query(
+      `update platform.webhook_deliveries set claim_attempt = 2, claim_job_id = 'a-dead-job',
+         claimed_at = now() - make_interval(secs => $2) where delivery_id = $1`,
+      [delivered.delivery_id, lifetime_s - 2],
+    )
+    await redeliver(db.pool, engine.boss, scope, delivered.delivery_id)
+    const again = await waitFor("the redelivery, after the claim lapsed", async () => {
       const delivery = await getDelivery(db.pool, scope, delivered.delivery_id)
       return delivery?.attempt_count === 2 ? delivery : undefined
     })
