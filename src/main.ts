@@ -28,6 +28,7 @@ import { type Custody, makeCustody, resolveKek } from "./custody/vault.ts"
 import { openDatabase } from "./db/open.ts"
 import { depositHook } from "./deposits/hook.ts"
 import { type DepositToken, startDepositWatcher, type WatchedChain } from "./deposits/watcher.ts"
+import { errorText } from "./error-text.ts"
 import { WebhookSecrets } from "./http/handlers/webhooks.ts"
 import { StoredResponseSealer } from "./http/idempotency.ts"
 import { HttpServerLive } from "./http/server.ts"
@@ -113,7 +114,7 @@ const ProjectionsLive = Layer.effectDiscard(
     yield* Effect.acquireRelease(
       Effect.sync(() =>
         startProjection(pool, store, {
-          onError: (error) => logError("projection error", String(error)),
+          onError: (error) => logError("projection error", errorText(error)),
         }),
       ),
       (running) => Effect.promise(() => running.stop()),
@@ -146,7 +147,7 @@ const WebhookEngineLive = Layer.effect(
           secrets,
           options: {
             retry_schedule: { ...retrySchedule, delay_base_ms: config.webhookRetryBaseMs },
-            onError: (error) => logError("webhook engine error", String(error)),
+            onError: (error) => logError("webhook engine error", errorText(error)),
           },
         }),
       ),
@@ -379,7 +380,7 @@ const TransferWorkerLive = Layer.effectDiscard(
             poll_interval_ms: transfer_poll_interval_ms,
             poll_count_max: transfer_poll_count_max,
             worker_count: transfer_concurrency,
-            onError: (error) => logError("transfer worker error", String(error)),
+            onError: (error) => logError("transfer worker error", errorText(error)),
           },
         ),
       ),
@@ -432,7 +433,7 @@ const DepositWatchersLive = Layer.effectDiscard(
         Effect.sync(() =>
           startDepositWatcher(
             { pool, writer, chains: watched },
-            { onError: (error) => logError("deposit watcher error", String(error)) },
+            { onError: (error) => logError("deposit watcher error", errorText(error)) },
           ),
         ),
         (watcher) => Effect.promise(() => watcher.stop()),
@@ -513,7 +514,7 @@ const ReconcilerLive = Layer.effectDiscard(
                     : Effect.logDebug("reconciliation").pipe(Effect.annotateLogs(view)),
               )
             },
-            onError: (error) => log(Effect.logError("reconciliation failed", String(error))),
+            onError: (error) => log(Effect.logError("reconciliation failed", errorText(error))),
           },
         ),
       ),

@@ -8,6 +8,7 @@ import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { HttpRouter } from "effect/http"
 import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
+import { errorText } from "../error-text.ts"
 import { Database } from "../ports/database.ts"
 import { PlatformApi, type Unhealthy } from "./api.ts"
 import { AuthenticationLive } from "./auth.ts"
@@ -26,9 +27,12 @@ const health_check_timeout_ms = 2_000
 
 const checkHealth = Effect.gen(function* () {
   const { pool } = yield* Database
-  yield* Effect.tryPromise(() => pool.query("select 1")).pipe(
-    Effect.timeout(health_check_timeout_ms),
-    Effect.mapError((error): typeof Unhealthy.Type => ({ status: "unhealthy", database: String(error) })),
+  yield* Effect.tryPromise({ try: () => pool.query("select 1"), catch: (error) => error }).pipe(
+    Effect.timeoutOrElse({
+      duration: health_check_timeout_ms,
+      orElse: () => Effect.fail(new Error(`no answer within ${health_check_timeout_ms} ms`)),
+    }),
+    Effect.mapError((error): typeof Unhealthy.Type => ({ status: "unhealthy", database: errorText(error) })),
   )
   return { status: "healthy" as const }
 })
