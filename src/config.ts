@@ -112,6 +112,16 @@ const chainApiKeys = (env: NodeJS.ProcessEnv): ReadonlyMap<ChainIdentifier, stri
   return keys
 }
 
+/** A URL node-postgres reads as a server to connect to: the postgres: or postgresql: scheme and a host. */
+const isPostgresUrl = (text: string): boolean => {
+  try {
+    const url = new URL(text)
+    return (url.protocol === "postgres:" || url.protocol === "postgresql:") && url.hostname !== ""
+  } catch {
+    return false
+  }
+}
+
 /** Reads and validates the configuration; throws `ConfigError` naming the bad variable. */
 export const readConfig = (env: NodeJS.ProcessEnv = process.env): PlatformConfig => {
   const portText = env.PORT ?? "3000"
@@ -124,9 +134,15 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): PlatformConfig
     throw new ConfigError(`LOG_LEVEL must be one of ${logLevels.join(", ")}, got ${JSON.stringify(logLevel)}`)
   }
   const databaseUrl = env.DATABASE_URL === undefined || env.DATABASE_URL === "" ? undefined : env.DATABASE_URL
+  if (databaseUrl !== undefined && !isPostgresUrl(databaseUrl)) {
+    throw new ConfigError(
+      "DATABASE_URL must be a PostgreSQL URL, postgres://user:password@host:5432/database (or postgresql://)",
+    )
+  }
   return {
     port,
-    dataDir: path.resolve(env.DATA_DIR ?? "./.data"),
+    // Empty means unset, as for DATABASE_URL (it had meant the current directory).
+    dataDir: path.resolve(env.DATA_DIR === undefined || env.DATA_DIR === "" ? "./.data" : env.DATA_DIR),
     databaseUrl,
     logLevel: logLevel as LogLevel,
     pendingPaymentExpiryMs:

@@ -140,8 +140,13 @@ const exportArguments = (values: Values): ExportArguments => {
       ...(to_ms === undefined ? {} : { to_ms }),
     },
     format,
-    output: text("output"),
+    output: outputFile(text("output")),
   }
+}
+
+const outputFile = (value: string | undefined): string | undefined => {
+  if (value !== undefined && value.trim() === "") throw new UsageError("--output must name a file")
+  return value
 }
 
 const batchSize = (value: string | undefined): number | undefined => {

@@ -174,11 +174,21 @@ describe("ledger CLI", () => {
     },
     { args: ["verify", "--fast"], message: /Unknown option '--fast'/ },
     { args: ["replay", "--batch-size", "0"], message: /--batch-size must be an integer/ },
+    { args: ["export", "--output", ""], message: /--output must name a file/ },
   ])("rejects $args with exit code 2", async ({ args, message }) => {
     const result = await runCli(args)
     expect(result.code).toBe(2)
     expect(result.stderr).toMatch(message)
   })
+
+  it.each(["notaurl", "mysql://a@b/c", "postgres://"])(
+    "rejects DATABASE_URL=%s as configuration with exit code 2, before connecting",
+    async (url) => {
+      const result = await runCli(["verify"], { DATABASE_URL: url })
+      expect(result.code).toBe(2)
+      expect(result.stderr).toMatch(/DATABASE_URL must be a PostgreSQL URL/)
+    },
+  )
 
   it("refuses with exit 1 a DATA_DIR or a database where the platform never ran, creating nothing", async () => {
     const missing = path.join(tmp, "no-such-data-dir")
