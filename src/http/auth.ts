@@ -54,12 +54,10 @@ export const AuthenticationLive = Layer.effect(
           // A cached key is decided at once; only a miss waits for the database, and a client
           // address whose keys keep failing (guessing, or a broken integration) is stopped first.
           let outcome = platform.keys.authenticateCached(api_key, tenant_id, now_ms)
+          const failures = `auth-failures:${request.remoteAddress ?? "unknown"}`
           if (outcome === undefined) {
-            const failures = `auth-failures:${request.remoteAddress ?? "unknown"}`
-            const admitted = platform.limiter.admit(
-              [{ key: failures, rate_per_s: failed_authentication_rate_per_s }],
-              now_ms,
-            )
+            // Checked before the lookup, counted after it: only refusals use up the address's budget.
+            const admitted = platform.limiter.check(failures, failed_authentication_rate_per_s, now_ms)
             if (!admitted.allowed) {
               return yield* Effect.die(
                 new ApiError({
@@ -71,10 +69,11 @@ export const AuthenticationLive = Layer.effect(
               )
             }
             outcome = yield* Effect.promise(() => platform.keys.authenticate(api_key, tenant_id, now_ms))
-            // Only refusals count against the address.
-            if (outcome.kind === "ok") platform.limiter.refund(failures)
           }
-          if (outcome.kind !== "ok") return yield* Effect.die(refusals[outcome.kind])
+          if (outcome.kind !== "ok") {
+            platform.limiter.admit([{ key: failures, rate_per_s: failed_authentication_rate_per_s }], now_ms)
+            return yield* Effect.die(refusals[outcome.kind])
+          }
           const { caller } = outcome
           const scope = Context.getOrUndefined(endpoint.annotations, RequiredScope)
           if (scope !== undefined && !caller.scopes.includes(scope)) {

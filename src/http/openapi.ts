@@ -325,8 +325,16 @@ const constrain = (schema: JsonObject, fragment: Fragment): JsonObject => {
     }
     return out
   }
+  // Members the generator repeated (an optional nullable field gets `null` twice) appear once.
+  const distinct = (members: ReadonlyArray<unknown>) =>
+    members.filter(
+      (member, index) => members.findIndex((m) => JSON.stringify(m) === JSON.stringify(member)) === index,
+    )
   const out = Array.isArray(schema.anyOf)
-    ? { ...schema, anyOf: schema.anyOf.map((member) => (isObject(member) ? apply(member) : member)) }
+    ? {
+        ...schema,
+        anyOf: distinct(schema.anyOf.map((member) => (isObject(member) ? apply(member) : member))),
+      }
     : apply(schema)
   return description === undefined ? out : { ...out, description }
 }

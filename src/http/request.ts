@@ -153,7 +153,8 @@ const wrongMethod = (known: ApiError, request: HttpServerRequest.HttpServerReque
     status: 405,
     code: "method_not_allowed",
     message: `${request.method} is not served here; this path takes ${allowed.join(", ")}.`,
-    headers: { allow: allowed.join(", ") },
+    // HEAD is served wherever GET is.
+    headers: { allow: (allowed.includes("GET") ? [...allowed, "HEAD"].sort() : allowed).join(", ") },
   })
 }
 
@@ -192,9 +193,10 @@ const takesNoBody = (request: HttpServerRequest.HttpServerRequest): boolean =>
   routeAmong(bodylessRoutes, request) !== undefined
 
 /**
- * A query parameter the endpoint does not take, or one it takes given twice: a misspelt filter (`?wallet=`) would otherwise be
- * ignored and answer the unfiltered list, which reads as a filtered one; one given to an endpoint
- * that takes none (`/api/v2/reconciliation?chain=solana`) would be ignored the same way.
+ * A query parameter the endpoint does not take, or one it takes given twice: a misspelt filter
+ * (`?wallet=`) would otherwise be ignored and answer the unfiltered list, which reads as a filtered
+ * one; one given to an endpoint that takes none (`/api/v2/reconciliation?chain=solana`) would be
+ * ignored the same way.
  */
 const unknownQueryParameter = (request: HttpServerRequest.HttpServerRequest): ApiError | undefined => {
   const at = request.url.indexOf("?")

@@ -58,10 +58,20 @@ export const makeRateLimiter = () => {
       }
       return { allowed: true, retry_after_s: 0 }
     },
-    /** Returns one token taken by `admit` from `key`'s bucket (a request that, after all, costs nothing). */
-    refund: (key: string) => {
+    /**
+     * Whether `key`'s bucket holds a token, taking none: for limits counted after the fact (a
+     * refusal is counted with `admit` once it happened).
+     */
+    check: (key: string, rate_per_s: number, now_ms: number): RateDecision => {
       const bucket = buckets.get(key)
-      if (bucket !== undefined) bucket.tokens += 1
+      if (bucket === undefined) return { allowed: true, retry_after_s: 0 }
+      const tokens = Math.min(
+        rate_per_s * 2,
+        bucket.tokens + ((now_ms - bucket.updated_ms) / 1000) * rate_per_s,
+      )
+      return tokens >= 1
+        ? { allowed: true, retry_after_s: 0 }
+        : { allowed: false, retry_after_s: Math.max(1, Math.ceil((1 - tokens) / rate_per_s)) }
     },
   }
 }

@@ -615,11 +615,11 @@ describe("routes and methods", () => {
       }
     }
     for (const [method, path, allow] of [
-      ["PUT", "/api/v1/wallets", "GET, POST"],
-      ["DELETE", "/api/v1/wallets/wal_00000000000000000000000000000000", "GET"],
+      ["PUT", "/api/v1/wallets", "GET, HEAD, POST"],
+      ["DELETE", "/api/v1/wallets/wal_00000000000000000000000000000000", "GET, HEAD"],
       ["GET", "/api/social-payments/pay", "POST"],
-      ["OPTIONS", "/api/v1/webhooks/whk_00000000000000000000000000000000", "DELETE, GET, PATCH"],
-      ["POST", "/openapi.json", "GET"],
+      ["OPTIONS", "/api/v1/webhooks/whk_00000000000000000000000000000000", "DELETE, GET, HEAD, PATCH"],
+      ["POST", "/openapi.json", "GET, HEAD"],
     ] as const) {
       const answer = await ask(method, path)
       expect({
