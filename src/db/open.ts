@@ -63,6 +63,12 @@ export const openDatabase = async (
   const pool = new pg.Pool({ connectionString: url, max: options.poolSize ?? 20 })
   // An idle client that loses its connection emits 'error'; without a listener Node would crash.
   pool.on("error", (error) => options.log?.(`idle database client error: ${error.message}`))
+  // So does a checked-out one between statements (the pool listens only to idle ones): the server
+  // going away ("terminating connection due to unexpected postmaster exit") crashed the process.
+  // Its holder's next statement fails instead, and releasing it with that error discards it.
+  pool.on("connect", (client) => {
+    client.on("error", (error) => options.log?.(`database client error: ${error.message}`))
+  })
   try {
     if (options.existing === true) {
       const found = await pool.query<{ events: string | null }>(

@@ -110,6 +110,44 @@ describe("npm start", () => {
     expect(await stopPlatform(second)).toBe(0)
   })
 
+  it("stops at once on SIGTERM after its embedded server died, and starts again", async () => {
+    const port = await freePort()
+    const child = await startPlatform(port)
+    const postmaster = Number(
+      fs.readFileSync(path.join(dataDir, "pg", "postmaster.pid"), "utf8").split("\n")[0],
+    )
+    process.kill(postmaster, "SIGKILL")
+    const healthStatus = () =>
+      fetch(`http://127.0.0.1:${port}/health`).then(
+        (response) => response.status,
+        () => 0, // a kept-alive connection the server closed meanwhile
+      )
+    let down = await healthStatus()
+    for (let tries = 0; down !== 503 && tries < 50; tries++) {
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      down = await healthStatus()
+    }
+    expect(down).toBe(503)
+    // It hung here, waiting for the dead server's exit event, until a SIGKILL.
+    const stopped_in_ms = Date.now()
+    await stopPlatform(child)
+    expect(Date.now() - stopped_in_ms).toBeLessThan(15_000)
+    // The server's children outlive it a moment (they notice its death); then a start recovers.
+    const survivors = () => {
+      try {
+        return execFileSync("pgrep", ["-P", String(postmaster)], { encoding: "utf8" }).trim()
+      } catch {
+        return "" // pgrep exits 1 when nothing matches
+      }
+    }
+    for (let tries = 0; survivors() !== "" && tries < 100; tries++) {
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+    const again = await startPlatform(port)
+    expect((await fetch(`http://127.0.0.1:${port}/health`)).status).toBe(200)
+    expect(await stopPlatform(again)).toBe(0)
+  }, 120_000)
+
   it("answers health 503 with the database's failure while its database does not answer, 200 again after", async () => {
     const port = await freePort()
     const child = await startPlatform(port)

@@ -752,8 +752,13 @@ export const makePostgresEventStore = (
         pipeline: true,
         allowExitOnIdle: true,
       } as pg.PoolConfig)
-      // An idle client that loses its connection emits 'error'; the next connect opens a new one.
+      // A client that loses its connection emits 'error', idle or checked out (the pool listens only
+      // to idle ones; without a listener Node would crash): its transaction fails, the next connect
+      // opens a new one.
       transactionPool.on("error", () => {})
+      transactionPool.on("connect", (client) => {
+        client.on("error", () => {})
+      })
     }
     return transactionPool.connect()
   }
