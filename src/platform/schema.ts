@@ -142,4 +142,10 @@ delete from platform.idempotency_keys
 alter table platform.idempotency_keys alter column response_body type json using response_body::json;
 `,
   },
+  {
+    version: 302,
+    name: "wallets found by address, in any letter case",
+    // An on-chain transfer's destination is looked up among the platform's custody addresses.
+    sql: `create index wallets_address on platform.wallets (lower(address));`,
+  },
 ]

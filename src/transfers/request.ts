@@ -84,12 +84,17 @@ export interface TransferRequest {
   readonly now_ms: number
 }
 
-export interface RequestDeps {
+export interface RequestDeps<E = never> {
   readonly writer: LedgerWriterService
   readonly pool: pg.Pool
   /** The adapters a worker sends with, per environment: a chain without one here is refused. */
   readonly routes: ChainRoutes
   readonly ledger_reservation_timeout_ms?: number
+  /**
+   * The caller's own checks of a request whose destination is valid (given in its canonical
+   * spelling), before anything is reserved: its failure refuses the transfer.
+   */
+  readonly preflight?: (to_address: string) => Effect.Effect<void, E>
 }
 
 /** The transfer's row, and whether an earlier request with the same idempotency key recorded it. */
@@ -117,7 +122,10 @@ const solana_program_addresses = [
 ]
 
 /** Checks the request; answers the destination in its canonical spelling (EVM: EIP-55 checksummed). */
-const validate = (deps: RequestDeps, request: TransferRequest): Effect.Effect<string, RequestError> => {
+const validate = (
+  deps: RequestDeps<unknown>,
+  request: TransferRequest,
+): Effect.Effect<string, RequestError> => {
   const { chain } = request.wallet
   if (adapterFor(deps.routes, request.environment, chain) === undefined)
     return Effect.fail(
@@ -200,12 +208,13 @@ export const transferByIdempotencyKey = async (
  * const { row } = await Effect.runPromise(requestTransfer(deps, { ..., amount: 1_000_000n, to_address: "0x..." }))
  * // row.status === "pending"; the worker (worker.ts) settles it
  */
-export const requestTransfer = (
-  deps: RequestDeps,
+export const requestTransfer = <E = never>(
+  deps: RequestDeps<E>,
   requested: TransferRequest,
-): Effect.Effect<RequestedTransfer, RequestError> =>
+): Effect.Effect<RequestedTransfer, RequestError | E> =>
   Effect.gen(function* () {
     const request: TransferRequest = { ...requested, to_address: yield* validate(deps, requested) }
+    if (deps.preflight !== undefined) yield* deps.preflight(request.to_address)
     const asset = request.token.asset
     const ledger = ledgerOf(request.tenant_id, request.environment)
     const context = { actor: request.actor, correlation_id: request.correlation_id }

@@ -377,6 +377,84 @@ describe("POST /api/v2/transfers on the local chain", () => {
     expect(await tokenBalance(wallet.address as Address)).toBe(before.chain)
   })
 
+  it("refuses 422 what the sending address does not hold on chain: money received by social payment stays at the payer's address", async () => {
+    const payee = expectOk(
+      await client.post<typeof Wallet.Type>("/api/v1/wallets", {
+        external_id: "social-payee",
+        label: "social payee",
+        chain: "ethereum",
+      }),
+      201,
+    )
+    expectOk(
+      await client.post("/api/v1/identities", {
+        wallet_id: payee.wallet_id,
+        kind: "email",
+        value: "payee@example.com",
+      }),
+      201,
+    )
+    expectOk(
+      await client.post("/api/social-payments/pay", {
+        recipient: "payee@example.com",
+        amount: "10",
+        token: "USDC",
+        from_wallet: wallet.wallet_id,
+      }),
+    )
+    // The ledger says 10.00; the payee's address holds nothing on chain.
+    const balance = expectOk(
+      await client.get<typeof Balance.Type>(`/api/v1/wallets/${payee.wallet_id}/balance`),
+    )
+    expect(balance.tokens.find((t) => t.token === "USDC")?.amount).toBe("10.00")
+    expect(await tokenBalance(payee.address as Address)).toBe(0n)
+    const refused = expectError(
+      await client.post("/api/v2/transfers", {
+        from_wallet: payee.wallet_id,
+        to_address: privateKeyToAccount(generatePrivateKey()).address,
+        amount: "5",
+        token: "USDC",
+        chain: "ethereum",
+      }),
+      422,
+      "onchain_balance_short",
+    )
+    expect(refused.param).toBe("amount")
+    expect(refused.message).toMatch(/holds 0\.00 USDC at its address on chain; this transfer needs 5\.00/)
+    expect(
+      expectOk(
+        await client.get<{ data: ReadonlyArray<TransferView> }>(
+          `/api/v2/transfers?wallet_id=${payee.wallet_id}`,
+        ),
+      ).data,
+    ).toEqual([])
+  })
+
+  it("refuses 422 a custody address of the platform on another EVM chain, where no wallet of this chain would be credited", async () => {
+    // A bsc wallet's address is a valid ethereum address too; no bsc chain needs to run for it.
+    const other = expectOk(
+      await client.post<typeof Wallet.Type>("/api/v1/wallets", {
+        external_id: "bsc",
+        label: "bsc",
+        chain: "bsc",
+      }),
+      201,
+    )
+    const refused = expectError(
+      await client.post("/api/v2/transfers", {
+        from_wallet: wallet.wallet_id,
+        to_address: other.address.toLowerCase(),
+        amount: "1",
+        token: "USDC",
+        chain: "ethereum",
+      }),
+      422,
+      "custody_address_other_chain",
+    )
+    expect(refused.param).toBe("to_address")
+    expect(refused.message).toMatch(/is a wallet of the platform on bsc, not on ethereum/)
+  })
+
   it("lists the tenant's transfers newest first, by cursor, filtered by wallet and status", async () => {
     interface Page {
       readonly data: ReadonlyArray<TransferView>

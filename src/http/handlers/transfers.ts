@@ -7,12 +7,17 @@
 import { Effect } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
+import type pg from "pg"
 import { assert, assertNever } from "../../../domain/assert.ts"
+import { chainFamily } from "../../../domain/custody/derive.ts"
+import { formatAmount } from "../../../domain/money/amount.ts"
+import type { Asset } from "../../../domain/money/asset.ts"
 import { isWalletChain, type WalletChain, walletChains } from "../../../domain/platform/tokens.ts"
 import { toPage } from "../../db/page.ts"
 import type { Caller } from "../../platform/credentials.ts"
 import { Platform } from "../../platform/service.ts"
 import { getPayment } from "../../platform/transactions.ts"
+import type { ChainAdapter } from "../../ports/chain.ts"
 import { Chains } from "../../ports/chains.ts"
 import {
   fromDb,
@@ -24,7 +29,7 @@ import { type RequestError, requestTransfer, transferByIdempotencyKey } from "..
 import { chainRoutes } from "../../transfers/routes.ts"
 import { verifyTransfer } from "../../transfers/verify.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
-import { type ApiError, badRequest, CurrentRequestId, notFound, unprocessable } from "../errors.ts"
+import { ApiError, badRequest, CurrentRequestId, notFound, unprocessable } from "../errors.ts"
 import { idempotent, storedResponse } from "../idempotency.ts"
 import { db, listCursor, parseLimit, parseMoney, respond, tokenOn } from "./common.ts"
 import { ledgerApiError } from "./ledger-errors.ts"
@@ -118,6 +123,72 @@ const replayedTransfer = (row: TransferRow) =>
     headers: { "idempotent-replayed": "true" },
   })
 
+/**
+ * A custody address of the platform on another EVM chain (the same 0x... spelling is valid on every
+ * EVM chain): the tokens would land where no wallet of this chain is watched, credited to no one
+ * and reported by no reconciliation.
+ */
+const refuseOtherChainCustody = (pool: pg.Pool, chain: WalletChain, to_address: string) =>
+  Effect.gen(function* () {
+    if (chainFamily(chain) !== "evm") return
+    const found = yield* db(() =>
+      pool.query<{ chain: string }>(
+        "select chain from platform.wallets where lower(address) = lower($1) and chain <> $2 limit 1",
+        [to_address, chain],
+      ),
+    )
+    const other = found.rows[0]?.chain
+    if (other === undefined) return
+    return yield* unprocessable(
+      "custody_address_other_chain",
+      `${to_address} is a wallet of the platform on ${other}, not on ${chain}: tokens sent to it on ${chain} would be credited to no wallet. Send on ${other} from a wallet there, or to a ${chain} wallet's address.`,
+      "to_address",
+    )
+  })
+
+/** How long the on-chain balance read before a transfer may take; past it, the worker decides. */
+const balance_read_deadline_ms = 10_000
+
+/**
+ * What the sending address holds on chain, less what its pending transfers are sending, must cover
+ * the amount. The ledger balance can be larger: a social payment moves money in the ledger only, so
+ * what other wallets paid this one stays at their addresses on chain. Without this check such a
+ * transfer was accepted (202) and then failed on chain (would_revert). A balance that cannot be read
+ * in time lets the transfer through, as before.
+ */
+const refuseOnChainShortfall = (
+  pool: pg.Pool,
+  adapter: ChainAdapter,
+  wallet: { readonly wallet_id: string; readonly address: string },
+  token: { readonly asset: Asset; readonly contract: string },
+  amount: bigint,
+) =>
+  Effect.gen(function* () {
+    const held = yield* adapter.balance(wallet.address, { kind: "token", contract: token.contract }).pipe(
+      Effect.map((balance): bigint | undefined => balance),
+      Effect.timeoutOrElse({ duration: balance_read_deadline_ms, orElse: () => Effect.succeed(undefined) }),
+      Effect.orElseSucceed(() => undefined),
+    )
+    if (held === undefined) return
+    const pending = yield* db(() =>
+      pool.query<{ sending: string }>(
+        `select coalesce(sum(amount), 0)::text as sending from platform.chain_transfers
+         where wallet_id = $1 and token = $2 and status = 'pending'`,
+        [wallet.wallet_id, token.asset.code],
+      ),
+    )
+    const sending = BigInt(pending.rows[0]?.sending ?? "0")
+    if (held - sending >= amount) return
+    const units = (minor: bigint) => formatAmount(minor, token.asset.decimals)
+    return yield* unprocessable(
+      "onchain_balance_short",
+      `Wallet ${wallet.wallet_id} holds ${units(held)} ${token.asset.symbol} at its address on chain${
+        sending > 0n ? `, ${units(sending)} of it already being sent` : ""
+      }; this transfer needs ${units(amount)}. Its ledger balance may be larger: money it received by social payment stays at the payer's address on chain, so only what reached its own address (faucet, deposits) can be sent from it.`,
+      "amount",
+    )
+  })
+
 const createTransfer = (payload: TransferPayload) =>
   Effect.gen(function* () {
     const caller = yield* CurrentCaller
@@ -152,18 +223,24 @@ const createTransfer = (payload: TransferPayload) =>
       )
     }
     const key_path = yield* walletKeyPath(caller, wallet, chain)
+    const to_address = payload.to_address.trim()
     const answer = yield* idempotent(caller, "transfers.create", payload, (ticket) =>
       requestTransfer(
         {
           writer: platform.writer,
           pool: platform.pool,
           routes: chainRoutes({ [caller.environment]: new Map([[chain, running.adapter]]) }),
+          // Once the destination is known valid, before anything is reserved.
+          preflight: (destination) =>
+            Effect.andThen(refuseOtherChainCustody(platform.pool, chain, destination), () =>
+              refuseOnChainShortfall(platform.pool, running.adapter, wallet, { asset, contract }, amount),
+            ),
         },
         {
           tenant_id: caller.tenant_id,
           environment: caller.environment,
           wallet: { wallet_id: wallet.wallet_id, chain, address: wallet.address, ...key_path },
-          to_address: payload.to_address.trim(),
+          to_address,
           other_contracts: [...running.contracts.values()],
           amount,
           token: { asset, contract },
@@ -176,7 +253,9 @@ const createTransfer = (payload: TransferPayload) =>
           correlation_id: request_id,
           now_ms: Date.now(),
         },
-      ).pipe(Effect.catch(transferApiError)),
+      ).pipe(
+        Effect.catch((error) => (error instanceof ApiError ? Effect.fail(error) : transferApiError(error))),
+      ),
     )
     if (!HttpServerResponse.isHttpServerResponse(answer)) {
       return answer.replayed ? replayedTransfer(answer.row) : toPublicTransfer(answer.row)
