@@ -254,6 +254,18 @@ function accountBytes(chain: CustodyChain, address: string): Uint8Array | null {
 }
 
 /**
+ * A TON address's workchain (0 for the basechain, -1 for the masterchain), or null when the
+ * address is not a TON address.
+ * @example tonWorkchain("-1:3333333333333333333333333333333333333333333333333333333333333333") // -1
+ */
+export function tonWorkchain(address: string): number | null {
+  if (!isValidAddress("ton", address)) return null
+  return Address.isRaw(address)
+    ? Address.parseRaw(address).workChain
+    : Address.parseFriendly(address).address.workChain
+}
+
+/**
  * Whether two addresses of `chain` name the same account, however each is spelled (EVM case, TON's
  * raw and user-friendly forms). False when either is not an address of the chain.
  * @example sameAddress("ton", "0:83df...", "UQCD3...") // true when both are one account

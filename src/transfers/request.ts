@@ -14,6 +14,7 @@ import {
   chainFamily,
   isNullAddress,
   sameAddress,
+  tonWorkchain,
 } from "../../domain/custody/derive.ts"
 import { paymentFee, paymentTransfers } from "../../domain/ledger/fee.ts"
 import type { Asset } from "../../domain/money/asset.ts"
@@ -147,6 +148,8 @@ const validate = (
   if (contracts.some((contract) => sameAddress(chain, to_address, contract)))
     return unusable("token_contract")
   if (isNullAddress(chain, to_address)) return unusable("null_address")
+  // Jetton wallets exist in the basechain only: a masterchain recipient's transfer reverts.
+  if (chainFamily(chain) === "ton" && tonWorkchain(to_address) !== 0) return unusable("other_workchain")
   return Effect.succeed(to_address)
 }
 

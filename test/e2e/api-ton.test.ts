@@ -160,7 +160,7 @@ describe("TON in the sandbox", () => {
     })
   })
 
-  it("refuses an address that is not TON's, a token TON does not carry and the sender's own address", async () => {
+  it("refuses an address that is not TON's, a token TON does not carry, the sender's own address and a masterchain one", async () => {
     const body = { from_wallet: sender.wallet_id, amount: "1", chain: "ton" }
     expectError(
       await client.post("/api/v2/transfers", { ...body, token: "USDT", to_address: "0x1234" }),
@@ -182,5 +182,15 @@ describe("TON in the sandbox", () => {
       422,
       "same_address",
     )
+    // A masterchain account holds no jetton wallet: the transfer reverted after paying its gas.
+    for (const to_address of [`-1:${"33".repeat(32)}`, new Address(-1, Buffer.alloc(32, 0x33)).toString()]) {
+      expect(
+        expectError(
+          await client.post("/api/v2/transfers", { ...body, token: "USDT", to_address }),
+          422,
+          "masterchain_address",
+        ).param,
+      ).toBe("to_address")
+    }
   })
 })

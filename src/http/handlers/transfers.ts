@@ -67,6 +67,12 @@ const unusableDestination = (error: UnusableDestination): ApiError => {
         `to_address is the null address of ${error.chain}: tokens sent there are burned.`,
         "to_address",
       )
+    case "other_workchain":
+      return unprocessable(
+        "masterchain_address",
+        "to_address is in TON's masterchain (-1:...): wallets and jettons live in the basechain (0:...), and a transfer there reverts after paying its gas.",
+        "to_address",
+      )
     default:
       return assertNever(error.reason)
   }
