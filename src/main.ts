@@ -47,7 +47,7 @@ import { Chains, type RunningChain } from "./ports/chains.ts"
 import { Database } from "./ports/database.ts"
 import { EventStore } from "./ports/event-store.ts"
 import { startProjection } from "./projections/runner.ts"
-import { startReconciler, toReportView } from "./reconciliation/reconciler.ts"
+import { logReport, startReconciler } from "./reconciliation/reconciler.ts"
 import { composeHooks, transferHook } from "./transfers/hook.ts"
 import { chainRoutes } from "./transfers/routes.ts"
 import { createTransferQueue, startTransferWorker } from "./transfers/worker.ts"
@@ -500,20 +500,7 @@ const ReconcilerLive = Layer.effectDiscard(
           { pool, chains },
           {
             interval_ms: config.reconciliationIntervalMs,
-            onReport: (report) => {
-              const view = {
-                tenant_id: report.tenant_id,
-                environment: report.environment,
-                ...toReportView({ ...report, drift_since: null }),
-              }
-              log(
-                report.status === "drift"
-                  ? Effect.logError("reconciliation drift").pipe(Effect.annotateLogs(view))
-                  : report.status === "unavailable"
-                    ? Effect.logWarning("reconciliation: chain unavailable").pipe(Effect.annotateLogs(view))
-                    : Effect.logDebug("reconciliation").pipe(Effect.annotateLogs(view)),
-              )
-            },
+            onReport: (report) => log(logReport(report)),
             onError: (error) => log(Effect.logError("reconciliation failed", errorText(error))),
           },
         ),

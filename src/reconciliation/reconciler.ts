@@ -531,3 +531,22 @@ export const toReportView = (report: ShownReport) => {
     last_matched_at: report.last_matched_at?.toISOString() ?? null,
   }
 }
+
+/**
+ * The log line of a fresh report, whichever run made it (the job, or one asked for through the
+ * API): drift as an error, an unreadable chain as a warning, the rest at debug.
+ */
+export const logReport = (report: ReconciliationReport): Effect.Effect<void> => {
+  const view = {
+    tenant_id: report.tenant_id,
+    environment: report.environment,
+    ...toReportView({ ...report, drift_since: null }),
+  }
+  const line =
+    report.status === "drift"
+      ? Effect.logError("reconciliation drift")
+      : report.status === "unavailable"
+        ? Effect.logWarning("reconciliation: chain unavailable")
+        : Effect.logDebug("reconciliation")
+  return line.pipe(Effect.annotateLogs(view))
+}

@@ -146,6 +146,16 @@ describe("one chain's node down", () => {
     })
     const dead = report(run.body.data, "avalanche")
     expect(dead).toMatchObject({ status: "unavailable", last_matched_at: null })
+    // A run asked for through the API logs what it found, as the hourly job would.
+    expect(
+      platform
+        .output()
+        .split("\n")
+        .some(
+          (line) =>
+            line.includes("reconciliation: chain unavailable") && line.includes('"chain":"avalanche"'),
+        ),
+    ).toBe(true)
     expect(dead.error).toEqual(expect.any(String))
     const latest = expectOk(await client.get<{ data: ReadonlyArray<Report> }>("/api/v2/reconciliation")).data
     expect(report(latest, "avalanche")).toMatchObject({ status: "unavailable", checked_at: dead.checked_at })

@@ -7,7 +7,7 @@ import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Platform } from "../../platform/service.ts"
 import { Chains } from "../../ports/chains.ts"
-import { reconcileTenant, storedReports, toReportView } from "../../reconciliation/reconciler.ts"
+import { logReport, reconcileTenant, storedReports, toReportView } from "../../reconciliation/reconciler.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
 import { idempotent, storeAfterwards } from "../idempotency.ts"
 import { db, respond } from "./common.ts"
@@ -26,7 +26,9 @@ const runNow = Effect.gen(function* () {
   const chains = yield* Chains
   return yield* idempotent(caller, "reconciliation.run", {}, (ticket) =>
     Effect.gen(function* () {
-      yield* db(() => reconcileTenant({ pool, chains }, caller.tenant_id, caller.environment))
+      const reports = yield* db(() => reconcileTenant({ pool, chains }, caller.tenant_id, caller.environment))
+      // Logged as the job's reports are: a drift found by a run asked for is an error line too.
+      for (const report of reports) yield* logReport(report)
       return yield* latest
     }).pipe(Effect.flatMap(storeAfterwards(ticket, 200))),
   )
