@@ -44,8 +44,8 @@ ${scopeLines}
 401, 403 (scope or environment), 404 (also for another tenant's resources), 405 (a method the path
 does not take; \`Allow\` lists those it does), 409 (idempotency or state conflict), 413 (body over
 1 MiB), 415 (a body that is not \`application/json\`), 422 (business rule, e.g.
-\`insufficient_funds\`), 429 (with \`Retry-After\`), 500, 503 (the ledger or a chain is briefly
-unavailable; nothing was written). Each operation lists the statuses it can answer. Every response
+\`insufficient_funds\`), 429 (with \`Retry-After\`), 500, 503 (the database, the ledger or a
+chain is briefly unavailable: retry, with the same \`Idempotency-Key\` for a write). Each operation lists the statuses it can answer. Every response
 carries \`X-Request-Id\`.
 
 **Idempotency.** Every POST accepts \`Idempotency-Key\` (1-255 printable ASCII characters, no
@@ -86,8 +86,8 @@ const errorDescriptions: Readonly<Record<string, string>> = {
   "429": "Rate limited (`rate_limited`); `Retry-After` says when to retry.",
   "500": "An internal error; nothing was half-written.",
   "503":
-    "Temporarily unavailable (`ledger_busy`, `chain_unavailable`); nothing was written, retry with the same " +
-    "`Idempotency-Key`.",
+    "Temporarily unavailable (`database_unavailable`, `ledger_busy`, `chain_unavailable`): retry shortly, " +
+    "with the same `Idempotency-Key` for a write.",
 }
 
 const header = (description: string) => ({ description, schema: { type: "string" } })
@@ -97,7 +97,9 @@ const headers = {
     "The request's id (a client's own `X-Request-Id` of 8-128 safe characters is echoed).",
   ),
   "Idempotent-Replayed": header("`true` when the response is the stored answer to an earlier request."),
-  "Retry-After": header("Seconds to wait before retrying: on every 429, and on a 503 `ledger_busy`."),
+  "Retry-After": header(
+    "Seconds to wait before retrying: on every 429, and on a 503 `ledger_busy` or `database_unavailable`.",
+  ),
   "WWW-Authenticate": header('`Bearer realm="api"`.'),
 }
 
@@ -140,7 +142,7 @@ const errorStatusesOf = (
     ...(operation_id === undefined ? [] : (extraStatuses[operation_id] ?? [])),
     "429",
     "500",
-    ...(writes ? ["503"] : []),
+    "503",
   ].sort()
 }
 

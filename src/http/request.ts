@@ -172,10 +172,49 @@ const answer = (
   const known = classify(Cause.squash(cause))
   if (known !== undefined) return Effect.succeed(errorResponse(wrongMethod(known, request), request_id))
   if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
-  return Effect.logError("unhandled request failure", Cause.pretty(cause)).pipe(
+  const unreachable = databaseUnreachable(Cause.squash(cause))
+  return Effect.logError(
+    unreachable === undefined ? "unhandled request failure" : "database unavailable",
+    unreachable ?? Cause.pretty(cause),
+  ).pipe(
     Effect.annotateLogs({ request_id }),
-    Effect.as(errorResponse(internal, request_id)),
+    Effect.as(errorResponse(unreachable === undefined ? internal : databaseUnavailable, request_id)),
   )
+}
+
+const databaseUnavailable = new ApiError({
+  status: 503,
+  code: "database_unavailable",
+  message:
+    "The platform cannot reach its database just now. Retry shortly with the same Idempotency-Key: the retry is then safe whether or not this request took effect.",
+  headers: { "retry-after": "1" },
+})
+
+/** Node's errors of a connection that failed or broke; PostgreSQL's connection and shutdown codes. */
+const connection_errnos = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ENOENT",
+  "EPIPE",
+  "ETIMEDOUT",
+  "EHOSTUNREACH",
+])
+const isConnectionSqlState = (code: string) => code.startsWith("08") || /^57P0[123]$/.test(code)
+
+/**
+ * What failed when `error` (or an error it wraps) is the database being out of reach; undefined
+ * for anything else. Such a request is answered 503 rather than as a defect of ours (500).
+ */
+const databaseUnreachable = (error: unknown, depth = 0): string | undefined => {
+  if (!(error instanceof Error) || depth > 3) return undefined
+  const code = (error as { readonly code?: unknown }).code
+  if (
+    (typeof code === "string" && (connection_errnos.has(code) || isConnectionSqlState(code))) ||
+    /Connection terminated|not queryable|Client was closed/.test(error.message)
+  ) {
+    return error.message
+  }
+  return databaseUnreachable(error.cause, depth + 1)
 }
 
 /** The routes that take no body although their method does, and the lists with a query schema. */

@@ -420,10 +420,12 @@ describe("the OpenAPI document's responses", () => {
       if (path === "/api/tenant/register") expect(statuses, where).not.toContain("401")
       else expect(statuses, where).toEqual(expect.arrayContaining(["401", "403", "404"]))
       if (method === "get") {
-        for (const status of ["409", "413", "415", "503"]) expect(statuses, where).not.toContain(status)
+        for (const status of ["409", "413", "415"]) expect(statuses, where).not.toContain(status)
         // Only verify refuses a read for a business reason (a payment that is not on chain).
         expect(statuses.includes("422"), where).toBe(path.endsWith("/verify"))
-      } else expect(statuses, where).toEqual(expect.arrayContaining(["409", "503"]))
+      } else expect(statuses, where).toContain("409")
+      // The database may be out of reach for any of them.
+      expect(statuses, where).toContain("503")
       if (method === "post" || method === "patch") {
         expect(statuses, where).toEqual(expect.arrayContaining(["413", "415"]))
       }

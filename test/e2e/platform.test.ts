@@ -128,6 +128,20 @@ describe("npm start", () => {
       down = await healthStatus()
     }
     expect(down).toBe(503)
+    // A request that needs the database is a retryable 503, not a 500 of ours.
+    const refused = await fetch(`http://127.0.0.1:${port}/api/tenant/register`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        email: "down@example.com",
+        password: "correct horse battery",
+        company_name: "Down Co",
+        plan: "basic",
+      }),
+    })
+    expect(refused.status).toBe(503)
+    expect(refused.headers.get("retry-after")).toBe("1")
+    expect(((await refused.json()) as { error: { code: string } }).error.code).toBe("database_unavailable")
     // It hung here, waiting for the dead server's exit event, until a SIGKILL.
     const stopped_in_ms = Date.now()
     await stopPlatform(child)
