@@ -368,41 +368,21 @@ function transferEvent(
   group_id: string | null,
   now_ms: number,
 ): TransferCreated | PendingTransferCreated {
-  // Keys in sorted order: the event store then writes their canonical JSON natively.
-  const amount = spec.amount.toString()
-  const created_at = isoFromMs(now_ms)
-  if (spec.pending === undefined) {
-    return {
-      type: "TransferCreated",
-      data: {
-        amount,
-        asset_code,
-        code: spec.code,
-        created_at,
-        credit_account_id: spec.credit_account_id,
-        debit_account_id: spec.debit_account_id,
-        linked_group_id: group_id,
-        transfer_id: spec.transfer_id,
-        user_data: spec.user_data,
-      },
-    }
+  // Keys in sorted order (spreads keep it): the event store then writes their canonical JSON
+  // natively. A pending transfer's `expires_at` sorts between the two halves.
+  const before = {
+    amount: spec.amount.toString(),
+    asset_code,
+    code: spec.code,
+    created_at: isoFromMs(now_ms),
+    credit_account_id: spec.credit_account_id,
+    debit_account_id: spec.debit_account_id,
   }
+  const after = { linked_group_id: group_id, transfer_id: spec.transfer_id, user_data: spec.user_data }
+  if (spec.pending === undefined) return { type: "TransferCreated", data: { ...before, ...after } }
   const { timeout_ms } = spec.pending
-  return {
-    type: "PendingTransferCreated",
-    data: {
-      amount,
-      asset_code,
-      code: spec.code,
-      created_at,
-      credit_account_id: spec.credit_account_id,
-      debit_account_id: spec.debit_account_id,
-      expires_at: timeout_ms === 0 ? null : isoFromMs(now_ms + timeout_ms),
-      linked_group_id: group_id,
-      transfer_id: spec.transfer_id,
-      user_data: spec.user_data,
-    },
-  }
+  const expires_at = timeout_ms === 0 ? null : isoFromMs(now_ms + timeout_ms)
+  return { type: "PendingTransferCreated", data: { ...before, expires_at, ...after } }
 }
 
 /**

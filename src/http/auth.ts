@@ -54,10 +54,11 @@ export const AuthenticationLive = Layer.effect(
           // A cached key is decided at once; only a miss waits for the database, and a client
           // address whose keys keep failing (guessing, or a broken integration) is stopped first.
           let outcome = platform.keys.authenticateCached(api_key, tenant_id, now_ms)
-          const failures = `auth-failures:${request.remoteAddress ?? "unknown"}`
+          // Built only off the hot path (a cached valid key needs no address budget).
+          const failures = () => `auth-failures:${request.remoteAddress ?? "unknown"}`
           if (outcome === undefined) {
             // Checked before the lookup, counted after it: only refusals use up the address's budget.
-            const admitted = platform.limiter.check(failures, failed_authentication_rate_per_s, now_ms)
+            const admitted = platform.limiter.check(failures(), failed_authentication_rate_per_s, now_ms)
             if (!admitted.allowed) {
               return yield* Effect.die(
                 new ApiError({
@@ -71,7 +72,10 @@ export const AuthenticationLive = Layer.effect(
             outcome = yield* Effect.promise(() => platform.keys.authenticate(api_key, tenant_id, now_ms))
           }
           if (outcome.kind !== "ok") {
-            platform.limiter.admit([{ key: failures, rate_per_s: failed_authentication_rate_per_s }], now_ms)
+            platform.limiter.admit(
+              [{ key: failures(), rate_per_s: failed_authentication_rate_per_s }],
+              now_ms,
+            )
             return yield* Effect.die(refusals[outcome.kind])
           }
           const { caller } = outcome

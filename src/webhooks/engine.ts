@@ -5,7 +5,12 @@
 import type pg from "pg"
 import { type JobResult, PgBoss } from "pg-boss"
 import { assert } from "../../domain/assert.ts"
-import { type DeliverySettings, deliverAttempt, jobLifetimeSeconds } from "./delivery.ts"
+import {
+  type DeliverySettings,
+  deliverAttempt,
+  jobLifetimeSeconds,
+  unreadable_secret_hold_ms,
+} from "./delivery.ts"
 import { dispatch_batch_size_max, type RunningDispatcher, startDispatcher } from "./dispatcher.ts"
 import { type DeliveryJob, delivery_queue, infrastructure_retry, pgBossDb } from "./queue.ts"
 import { assertRetrySchedule, type RetrySchedule, retrySchedule } from "./retry.ts"
@@ -105,7 +110,12 @@ export async function startWebhookEngine(input: {
     delivery_timeout_ms,
     random: Math.random,
     onHeld: onError,
-    hold_ms: bounded("unreadable_secret_hold_ms", options.unreadable_secret_hold_ms ?? 60_000, 1, 3_600_000),
+    hold_ms: bounded(
+      "unreadable_secret_hold_ms",
+      options.unreadable_secret_hold_ms ?? unreadable_secret_hold_ms,
+      1,
+      3_600_000,
+    ),
   }
   // Endpoints stored before secrets were sealed are sealed before anything is signed.
   await sealStoredSecrets(pool, input.secrets)
