@@ -172,6 +172,10 @@ describe("a transfer", () => {
         adapter.signTransfer(alice.key, { asset: token, to: carol.address, amount: 7n }),
       )
       expect(refused._tag).toBe("TransferWouldRevert")
+      // The contract's custom error, said in words rather than as a selector and raw arguments.
+      expect((refused as { reason?: string }).reason).toBe(
+        `execution reverted: AccountBlocked(${carol.address}): the token's issuer has blocked this account`,
+      )
     } finally {
       await issuerCall("unblockAccount", [carol.address])
     }

@@ -52,6 +52,7 @@ import {
   type TransferIntent,
   TransferWouldRevert,
 } from "../../../src/ports/chain.ts"
+import { describeRevert } from "./revert.ts"
 
 export interface EvmChainConfig {
   readonly chain_id: number
@@ -445,7 +446,10 @@ function attempt<A>(run: () => Promise<A>): Effect.Effect<Attempt<A>> {
  */
 function rejectionReason(error: unknown): string | null {
   const answer = error instanceof BaseError ? error.walk((cause) => cause instanceof RpcRequestError) : null
-  return answer instanceof RpcRequestError ? answer.details : null
+  if (!(answer instanceof RpcRequestError)) return null
+  // A custom error comes as its selector and raw arguments: said in words where it is known.
+  const described = describeRevert(answer.data)
+  return described === undefined ? answer.details : `execution reverted: ${described}`
 }
 
 /** The gas limit to sign for an estimate; the fee estimate uses it too, so a reservation covers it. */
