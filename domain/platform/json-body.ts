@@ -161,7 +161,7 @@ class Scanner {
       if (keys.has(key)) {
         throw new Refused({
           code: "duplicate_key",
-          message: `The request body names ${where} more than once; send each field once.`,
+          message: `The request body names the field ${JSON.stringify(where)} more than once; send each field once.`,
           param: where,
         })
       }

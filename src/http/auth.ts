@@ -10,7 +10,7 @@ import { HttpServerRequest } from "effect/http"
 import { rateLimits } from "../../domain/platform/scopes.ts"
 import { Platform } from "../platform/service.ts"
 import { Authentication, CurrentCaller, RequiredScope } from "./api.ts"
-import { ApiError } from "./errors.ts"
+import { ApiError, PendingRefusal } from "./errors.ts"
 
 /** Refused authentications allowed per client address and second (burst twice that). */
 export const failed_authentication_rate_per_s = 20
@@ -107,6 +107,9 @@ export const AuthenticationLive = Layer.effect(
               }),
             )
           }
+          // A refusal of the request's form found before the credentials were checked.
+          const refused = yield* PendingRefusal
+          if (refused !== undefined) return yield* Effect.die(refused)
           return yield* Effect.provideService(httpEffect, CurrentCaller, caller)
         }),
     })

@@ -12,6 +12,15 @@ export const CurrentRequestId = Context.Reference<string>("platform/http/Current
   defaultValue: () => "unknown",
 })
 
+/**
+ * A refusal of the request's form (a query parameter or a body the endpoint does not take) found
+ * before authentication, for an endpoint that authenticates: the Authentication middleware raises it
+ * once the caller is known, so that a request without valid credentials learns only that (401).
+ */
+export const PendingRefusal = Context.Reference<ApiError | undefined>("platform/http/PendingRefusal", {
+  defaultValue: () => undefined,
+})
+
 export type ErrorType =
   | "invalid_request_error"
   | "authentication_error"

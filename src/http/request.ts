@@ -15,8 +15,8 @@ import {
 } from "effect/http"
 import { HttpApi, HttpApiError } from "effect/http-api"
 import { jsonBodyProblem } from "../../domain/platform/json-body.ts"
-import { PlatformApi } from "./api.ts"
-import { ApiError, CurrentRequestId, errorResponse } from "./errors.ts"
+import { Authentication, PlatformApi } from "./api.ts"
+import { ApiError, CurrentRequestId, errorResponse, PendingRefusal } from "./errors.ts"
 
 /** Largest request body accepted. */
 export const request_body_bytes_max = 1_048_576
@@ -96,16 +96,18 @@ interface Route {
    * health checks, the OpenAPI document and /docs.
    */
   readonly query: ReadonlyArray<string> | undefined
+  /** Whether the Authentication middleware guards it. */
+  readonly authenticated: boolean
 }
 
 const routes: ReadonlyArray<Route> = (() => {
   const found: Array<Route> = [
-    { pattern: /^\/openapi\.json$/, method: "GET", body: false, query: undefined },
-    { pattern: /^\/docs$/, method: "GET", body: false, query: undefined },
+    { pattern: /^\/openapi\.json$/, method: "GET", body: false, query: undefined, authenticated: false },
+    { pattern: /^\/docs$/, method: "GET", body: false, query: undefined, authenticated: false },
   ]
   HttpApi.reflect(PlatformApi, {
     onGroup: () => {},
-    onEndpoint: ({ endpoint }) => {
+    onEndpoint: ({ endpoint, middleware }) => {
       const segments = endpoint.path
         .split("/")
         .map((segment) =>
@@ -120,6 +122,7 @@ const routes: ReadonlyArray<Route> = (() => {
           : endpoint.query !== undefined && SchemaAST.isObjects(endpoint.query.ast)
             ? endpoint.query.ast.propertySignatures.map((property) => String(property.name))
             : [],
+        authenticated: (middleware as ReadonlySet<unknown>).has(Authentication),
       })
     },
   })
@@ -220,6 +223,7 @@ const databaseUnreachable = (error: unknown, depth = 0): string | undefined => {
 /** The routes that take no body although their method does, and the lists with a query schema. */
 const bodylessRoutes = routes.filter((route) => bodyMethods.has(route.method) && !route.body)
 const queryRoutes = routes.filter((route) => route.query !== undefined)
+const authenticatedRoutes = routes.filter((route) => route.authenticated)
 
 /** The route of `candidates` that `request` reaches, if any (few candidates: no scan of every route). */
 const routeAmong = (candidates: ReadonlyArray<Route>, request: HttpServerRequest.HttpServerRequest) => {
@@ -386,10 +390,13 @@ export const RequestMiddleware = HttpRouter.middleware(
         (yield* checkJsonBody(request).pipe(
           Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(request_body_bytes_max)),
         ))
+      // Where credentials are required they are checked first: the refusal waits for them.
+      const deferred = refused !== undefined && routeAmong(authenticatedRoutes, request) !== undefined
       const response =
-        refused !== undefined
+        refused !== undefined && !deferred
           ? errorResponse(refused, request_id)
           : yield* httpEffect.pipe(
+              Effect.provideService(PendingRefusal, refused),
               Effect.provideService(CurrentRequestId, request_id),
               Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(request_body_bytes_max)),
               Effect.catchCause((cause) => answer(cause, request, request_id)),

@@ -725,3 +725,37 @@ describe("keys that are not valid", () => {
     expect((await guess(1_000)).status).toBe(401)
   })
 })
+
+describe("credentials before form", () => {
+  it("answers a request without valid credentials 401 whatever its form, a key without the scope 403, and only then the form's 400", async () => {
+    const { client: owner, credentials } = await registerTenant(platform.url)
+    const reader = await createKey(owner, { scopes: ["wallets:read"], name: "reader" })
+    const readerClient = owner.as({ tenant_id: credentials.tenant_id, api_key: reader.api_key })
+    const anonymous = apiClient(platform.url)
+    const guessed = owner.as({ tenant_id: credentials.tenant_id, api_key: "sk_sandbox_not_a_key" })
+    // A query parameter given twice, one the endpoint does not take, a key named twice in a body,
+    // a body on an endpoint that takes none.
+    const twice = (api: ApiClient) => api.get("/api/v1/wallets?limit=1&limit=2")
+    const unknown = (api: ApiClient) => api.get("/api/v1/wallets?wallet=1")
+    const keyTwice = (api: ApiClient) => api.post("/api/v1/wallets", '{"chain":"ethereum","chain":"solana"}')
+    const bodyOnAction = (api: ApiClient) => api.post("/api/v1/api-keys/key_0123/revoke", { reason: "x" })
+    for (const send of [twice, unknown, keyTwice, bodyOnAction]) {
+      expectError(await send(anonymous), 401, "missing_api_key")
+      expectError(await send(guessed), 401, "invalid_api_key")
+    }
+    // The reader may list wallets, so its malformed list gets the 400; it may not write, so 403.
+    expectError(await twice(readerClient), 400, "invalid_parameter")
+    expectError(await unknown(readerClient), 400, "invalid_parameter")
+    expectError(await keyTwice(readerClient), 403, "insufficient_scope")
+    expectError(await bodyOnAction(readerClient), 403, "insufficient_scope")
+    expectError(await keyTwice(owner), 400, "duplicate_key")
+    expectError(await bodyOnAction(owner), 400, "invalid_parameter")
+    // Endpoints that take no credentials refuse the form at once.
+    expectError(
+      await anonymous.post("/api/tenant/register", '{"email":"a@example.com","email":"b@example.com"}'),
+      400,
+      "duplicate_key",
+    )
+    expect(expectOk(await owner.get<Page<WalletView>>("/api/v1/wallets")).data).toEqual([])
+  })
+})

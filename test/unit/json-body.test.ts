@@ -32,6 +32,7 @@ describe("jsonBodyProblem", () => {
     expect(problem?.code).toBe(code)
     expect(problem?.param).toBe(param)
     expect(problem?.message.length).toBeGreaterThan(10)
+    if (code === "duplicate_key") expect(problem?.message).toContain(`the field ${JSON.stringify(param)}`)
   })
 
   it.each([
