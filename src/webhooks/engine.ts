@@ -48,6 +48,15 @@ export interface WebhookEngine {
   readonly stop: () => Promise<void>
 }
 
+/**
+ * How soon an attempt caught in flight by a crash goes out again: its job's heartbeat goes stale
+ * after `job_heartbeat_s` (pg-boss's least), pg-boss looks for stale jobs every `monitor_interval_s`,
+ * then retries the job after its retry delay (5 s): about 15-30 s after the crash in all.
+ */
+export const job_heartbeat_s = 10
+const supervise_interval_s = 5
+const monitor_interval_s = 10
+
 const bounded = (name: string, value: number, min: number, max: number): number => {
   assert(Number.isInteger(value) && value >= min && value <= max, `${name} out of range`)
   return value
@@ -120,15 +129,26 @@ export async function startWebhookEngine(input: {
   // Endpoints stored before secrets were sealed are sealed before anything is signed.
   await sealStoredSecrets(pool, input.secrets)
   const owned = input.boss === undefined
-  const boss = input.boss ?? new PgBoss({ db: pgBossDb(pool), schedule: false })
+  const boss =
+    input.boss ??
+    new PgBoss({
+      db: pgBossDb(pool),
+      schedule: false,
+      // Lost jobs are looked for every few seconds, not every minute (pg-boss's default).
+      superviseIntervalSeconds: supervise_interval_s,
+      monitorIntervalSeconds: monitor_interval_s,
+    })
   if (owned) {
     boss.on("error", onError)
     await boss.start()
   }
-  // A job still active this long after it started was lost with its worker: pg-boss retries it.
+  // A running job's worker beats every half of `heartbeatSeconds`: a job whose beats stop was lost
+  // with its worker (killed, crashed), and pg-boss retries it at its next look. A job still active
+  // this long after it started is retried too, beats or not.
   const queue_options = {
     ...infrastructure_retry,
     expireInSeconds: jobLifetimeSeconds(delivery_timeout_ms),
+    heartbeatSeconds: job_heartbeat_s,
   }
   await boss.createQueue(delivery_queue, queue_options)
   await boss.updateQueue(delivery_queue, queue_options)

@@ -19,6 +19,8 @@ export interface RunningPlatform {
   readonly dataDir: string
   /** Everything the process printed so far. */
   readonly output: () => string
+  /** SIGKILL, as a crash: the database and DATA_DIR stay for a platform started on them after. */
+  readonly kill: () => Promise<void>
   readonly stop: () => Promise<void>
 }
 
@@ -33,8 +35,14 @@ export interface ApiResponse<T = unknown> {
  * runs unless `env` names some in SANDBOX_EVM_CHAINS or sets SANDBOX_SOLANA or SANDBOX_TON to "true": most tests
  * need none and pay for no anvil and no LiteSVM.
  */
-export const startPlatform = async (env: Readonly<Record<string, string>> = {}): Promise<RunningPlatform> => {
-  const database = await freshDatabase()
+export const startPlatform = async (
+  env: Readonly<Record<string, string>> = {},
+  options: {
+    /** Another platform's database (it stays theirs to drop): a restart after a crash, say. */
+    readonly database?: TestDatabase
+  } = {},
+): Promise<RunningPlatform> => {
+  const database = options.database ?? (await freshDatabase())
   const port = await freePort()
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "platform-api-"))
   const child: ChildProcess = spawn(process.execPath, [path.join(root, "src/main.ts")], {
@@ -74,17 +82,22 @@ export const startPlatform = async (env: Readonly<Record<string, string>> = {}):
     database,
     dataDir,
     output: () => output,
+    kill: () => exitOn(child, "SIGKILL"),
     stop: async () => {
-      if (child.exitCode === null) {
-        await new Promise<void>((resolve) => {
-          child.once("exit", () => resolve())
-          child.kill("SIGTERM")
-        })
-      }
-      await database.drop()
+      await exitOn(child, "SIGTERM")
+      if (options.database === undefined) await database.drop()
       fs.rmSync(dataDir, { recursive: true, force: true })
     },
   }
+}
+
+/** Sends `signal` to a running child and waits for its exit. */
+const exitOn = async (child: ChildProcess, signal: NodeJS.Signals): Promise<void> => {
+  if (child.exitCode !== null || child.signalCode !== null) return
+  await new Promise<void>((resolve) => {
+    child.once("exit", () => resolve())
+    child.kill(signal)
+  })
 }
 
 export interface Credentials {
