@@ -234,6 +234,19 @@ describe("TON adapter: jetton transfers on @ton/sandbox", () => {
     await ton.freeze(addressOf(4), "USDT", true)
     const frozen_sender = await runExit(ton.adapter.signTransfer(keyOf(4), to(recipient, usdt(1))))
     expect(failureTag(frozen_sender)).toBe("TransferWouldRevert")
+    // A jetton wallet as the destination (its own or another owner's): the jettons would go to a
+    // jetton wallet that contract owns, lost. Refused, naming the owner to send to instead.
+    for (const owner of [recipient, sender]) {
+      const jetton_wallet = jettonWalletAddress(Address.parse(owner), minter)
+      for (const spelling of [jetton_wallet.toString(), jetton_wallet.toRawString()]) {
+        const lost = await runExit(ton.adapter.signTransfer(keyOf(0), to(spelling, usdt(1))))
+        expect(failureTag(lost)).toBe("TransferWouldRevert")
+        const error = Exit.isFailure(lost) ? Option.getOrNull(Cause.findErrorOption(lost.cause)) : null
+        const reason = error?._tag === "TransferWouldRevert" ? error.reason : undefined
+        expect(reason).toContain("is a jetton wallet")
+        expect(reason).toContain(Address.parse(owner).toString({ bounceable: false }))
+      }
+    }
     const bad_minter = await runExit(ton.adapter.balance(sender, { kind: "token", contract: "0xabc" }))
     expect(failureTag(bad_minter)).toBe("InvalidChainAddress")
     expect(await jettons(no_ton)).toBe(usdt(3))

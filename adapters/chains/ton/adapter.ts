@@ -172,6 +172,26 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
     })
 
   /**
+   * The owner and minter of `address` when it is a jetton wallet (of any jetton: it answers TEP-74's
+   * `get_wallet_data` with a balance, an owner, a minter and a code cell); undefined for anything
+   * else (a wallet, an account not deployed yet).
+   */
+  const jettonWalletOwner = (address: Address) =>
+    Effect.gen(function* () {
+      const data = yield* call(() => transport.runGetMethod(address, "get_wallet_data", []))
+      if (data === null) return undefined
+      try {
+        data.readBigNumber()
+        const owner = data.readAddress()
+        const minter = data.readAddress()
+        data.readCell()
+        return { owner, minter }
+      } catch {
+        return undefined
+      }
+    })
+
+  /**
    * Whether the platform jetton's admin froze `owner`'s wallet (its `is_frozen` get method); false
    * for a jetton without that method. A frozen recipient is not checked here: the transfer then
    * reverts on chain and its jettons come back, as the tests show.
@@ -198,6 +218,13 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
     Effect.gen(function* () {
       const minter = yield* parseAddress(minter_text)
       const destination = yield* parseAddress(intent.to)
+      const holder = yield* jettonWalletOwner(destination)
+      if (holder !== undefined) {
+        // Jettons sent to a jetton wallet go to a new jetton wallet that this contract owns and can
+        // never send from: lost. The owner's address is what a sender means.
+        const reason = `the destination ${friendly(destination)} is a jetton wallet (it keeps jettons for ${friendly(holder.owner)}), not a wallet: send to its owner's address`
+        return yield* Effect.fail(new TransferWouldRevert({ reason }))
+      }
       const held = yield* jettonBalance(sender, minter)
       if (held < intent.amount) {
         const reason = `the jetton balance ${held} is below the amount ${intent.amount}`
