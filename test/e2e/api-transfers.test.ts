@@ -15,6 +15,7 @@
 // An all-upper-case EVM address is sent to in its checksummed spelling; a transfer that failed before
 // it was broadcast is answered never_broadcast by the verification.
 import { generateKeyPairSigner, isAddress } from "@solana/kit"
+import pg from "pg"
 import { type Address, createPublicClient, erc20Abi, http } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -428,6 +429,66 @@ describe("POST /api/v2/transfers on the local chain", () => {
         ),
       ).data,
     ).toEqual([])
+  })
+
+  it("takes off the on-chain balance only what pending transfers have still to send: one already in a block is not counted twice", async () => {
+    const sender = expectOk(
+      await client.post<typeof Wallet.Type>("/api/v1/wallets", {
+        external_id: "mined-pending",
+        label: "mined, not settled",
+        chain: "ethereum",
+      }),
+      201,
+    )
+    expectOk(
+      await client.post("/api/v1/sandbox/faucet", {
+        wallet_id: sender.wallet_id,
+        token: "USDC",
+        amount: "10",
+      }),
+    )
+    const send = (amount: string) =>
+      client.post<TransferView>("/api/v2/transfers", {
+        from_wallet: sender.wallet_id,
+        to_address: privateKeyToAccount(generatePrivateKey()).address,
+        amount,
+        token: "USDC",
+        chain: "ethereum",
+      })
+    const first = expectOk(await send("6"), 202)
+    const settled = async (id: string) => {
+      const started = Date.now()
+      let current = expectOk(await client.get<TransferView>(`/api/v2/transfers/${id}`))
+      while (current.status === "pending" && Date.now() - started < completion_wait_ms_max) {
+        await new Promise((resolve) => setTimeout(resolve, 200))
+        current = expectOk(await client.get<TransferView>(`/api/v2/transfers/${id}`))
+      }
+      return current
+    }
+    expect((await settled(first.transaction_id)).status).toBe("completed")
+    expect(await tokenBalance(sender.address as Address)).toBe(4_000_000n)
+    // The moment between its block and its settlement in the ledger, held open: the transfer is
+    // pending again in the table while its tokens have left the address.
+    const db = new pg.Client({ connectionString: platform.database.url })
+    await db.connect()
+    try {
+      await db.query(
+        "update platform.chain_transfers set status = 'pending', completed_at = null where transfer_id = $1",
+        [first.transaction_id],
+      )
+      const short = expectError(await send("5"), 422, "onchain_balance_short")
+      expect(short.message).toMatch(/holds 4\.00 USDC at its address on chain; this transfer needs 5\.00/)
+      // 4.00 on chain covers 3.50: the 6.00 already in a block is not taken off a second time.
+      const second = expectOk(await send("3.5"), 202)
+      await db.query(
+        "update platform.chain_transfers set status = 'completed', completed_at = now() where transfer_id = $1",
+        [first.transaction_id],
+      )
+      expect((await settled(second.transaction_id)).status).toBe("completed")
+      expect(await tokenBalance(sender.address as Address)).toBe(500_000n)
+    } finally {
+      await db.end()
+    }
   })
 
   it("refuses 422 a custody address of the platform on another EVM chain, where no wallet of this chain would be credited", async () => {

@@ -152,11 +152,20 @@ const refuseOtherChainCustody = (pool: pg.Pool, chain: WalletChain, to_address: 
     )
   })
 
+/** Whether `tx_hash` is in a block (confirmed, final or reverted); no answer in time counts as no. */
+const landed = (adapter: ChainAdapter, tx_hash: string) =>
+  adapter.transactionStatus(tx_hash).pipe(
+    Effect.map((status) => status.status !== "seen" && status.status !== "dropped"),
+    Effect.timeoutOrElse({ duration: 5_000, orElse: () => Effect.succeed(false) }),
+    Effect.catchCause(() => Effect.succeed(false)),
+  )
+
 /** How long the on-chain balance read before a transfer may take; past it, the worker decides. */
 const balance_read_deadline_ms = 10_000
 
 /**
- * What the sending address holds on chain, less what its pending transfers are sending, must cover
+ * What the sending address holds on chain, less what its pending transfers not yet in a block are
+ * sending, must cover
  * the amount. The ledger balance can be larger: a social payment moves money in the ledger only, so
  * what other wallets paid this one stays at their addresses on chain. Without this check such a
  * transfer was accepted (202) and then failed on chain (would_revert). A balance that cannot be read
@@ -170,20 +179,35 @@ const refuseOnChainShortfall = (
   amount: bigint,
 ) =>
   Effect.gen(function* () {
+    const pending = yield* db(() =>
+      pool.query<{ amount: string; tx_hash: string | null; replacement_tx_hash: string | null }>(
+        `select amount::text as amount, tx_hash, replacement_tx_hash from platform.chain_transfers
+         where wallet_id = $1 and token = $2 and status = 'pending'`,
+        [wallet.wallet_id, token.asset.code],
+      ),
+    )
+    // A pending transfer already in a block (waiting for its confirmations) has left the balance
+    // read below: only those still to land are taken off it. Read before the balance, so that one
+    // landing in between is counted twice (a refusal) rather than not at all.
+    const stillToLand = yield* Effect.forEach(
+      pending.rows,
+      (row) =>
+        Effect.map(
+          Effect.forEach(
+            [row.tx_hash, row.replacement_tx_hash].filter((hash): hash is string => hash !== null),
+            (hash) => landed(adapter, hash),
+          ),
+          (answers) => (answers.some(Boolean) ? 0n : BigInt(row.amount)),
+        ),
+      { concurrency: 4 },
+    )
+    const sending = stillToLand.reduce((sum, amount) => sum + amount, 0n)
     const held = yield* adapter.balance(wallet.address, { kind: "token", contract: token.contract }).pipe(
       Effect.map((balance): bigint | undefined => balance),
       Effect.timeoutOrElse({ duration: balance_read_deadline_ms, orElse: () => Effect.succeed(undefined) }),
       Effect.orElseSucceed(() => undefined),
     )
     if (held === undefined) return
-    const pending = yield* db(() =>
-      pool.query<{ sending: string }>(
-        `select coalesce(sum(amount), 0)::text as sending from platform.chain_transfers
-         where wallet_id = $1 and token = $2 and status = 'pending'`,
-        [wallet.wallet_id, token.asset.code],
-      ),
-    )
-    const sending = BigInt(pending.rows[0]?.sending ?? "0")
     if (held - sending >= amount) return
     const units = (minor: bigint) => formatAmount(minor, token.asset.decimals)
     return yield* unprocessable(
