@@ -217,13 +217,27 @@ export function isValidAddress(chain: CustodyChain, address: string): boolean {
 /**
  * `address` in the spelling a transfer stores and signs, or null when `isValidAddress` refuses it:
  * an EVM address gets its EIP-55 checksum (one-case hex carries none, and signers such as viem take
- * mixed case only with the right checksum, so all-upper-case hex would be refused at signing), any
- * other chain's address stays as given.
+ * mixed case only with the right checksum, so all-upper-case hex would be refused at signing); a TON
+ * address is written user-friendly, URL-safe and non-bounceable (`UQ...`, as custody writes its
+ * wallets'), whatever its spelling; any other chain's address stays as given.
  * @example canonicalAddress("ethereum", "0x9858EFFD232B4033E47D90003D41EC34ECAEDA94") // "0x9858EfFD232B4033E47d90003D41EC34EcaEda94"
  */
 export function canonicalAddress(chain: CustodyChain, address: string): string | null {
   if (!isValidAddress(chain, address)) return null
-  return chainFamily(chain) === "evm" ? checksumEvmAddress(address.slice(2).toLowerCase()) : address
+  switch (chainFamily(chain)) {
+    case "evm":
+      return checksumEvmAddress(address.slice(2).toLowerCase())
+    case "ton": {
+      // One account, many spellings (raw, bounceable, testnet-flagged): kept as custody and deposits
+      // write addresses, so that a transfer's destination reads like the wallet it names.
+      const parsed = Address.isRaw(address)
+        ? Address.parseRaw(address)
+        : Address.parseFriendly(address).address
+      return parsed.toString({ urlSafe: true, bounceable: false, testOnly: false })
+    }
+    default:
+      return address
+  }
 }
 
 /**

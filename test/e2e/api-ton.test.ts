@@ -95,14 +95,20 @@ describe("TON in the sandbox", () => {
     const requested = expectOk(
       await client.post<TransferView>("/api/v2/transfers", {
         from_wallet: sender.wallet_id,
-        to_address: recipient.address,
+        // The raw spelling of the recipient's address: stored as its wallet writes it (UQ...).
+        to_address: Address.parse(recipient.address).toRawString(),
         amount: "12.5",
         token: "USDT",
         chain: "ton",
       }),
       202,
     )
-    expect(requested).toMatchObject({ status: "pending", amount: "12.50", chain: "ton" })
+    expect(requested).toMatchObject({
+      status: "pending",
+      amount: "12.50",
+      chain: "ton",
+      to_address: recipient.address,
+    })
 
     const completed = await receiver.waitFor(
       (request) =>

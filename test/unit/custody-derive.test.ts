@@ -11,6 +11,7 @@ import { describe, expect, it } from "vitest"
 import { AssertionFailed } from "../../domain/assert.ts"
 import {
   type CustodyChain,
+  canonicalAddress,
   chainFamily,
   derivationPath,
   deriveAddress,
@@ -506,5 +507,29 @@ describe("sameAddress and isNullAddress", () => {
     ] as const)
       expect(isNullAddress(chain, address)).toBe(false)
     expect(isNullAddress("ethereum", "not an address")).toBe(false)
+  })
+})
+
+describe("canonicalAddress", () => {
+  it("writes every spelling of a TON account as custody does (UQ..., URL-safe), an EVM address checksummed, others as given", () => {
+    const account = new Address(0, Buffer.alloc(32, 0xab))
+    const custody_form = account.toString({ urlSafe: true, bounceable: false, testOnly: false })
+    expect(custody_form.startsWith("UQ")).toBe(true)
+    const spellings = [
+      account.toRawString(),
+      account.toString(),
+      account.toString({ urlSafe: false }),
+      account.toString({ bounceable: false }),
+      account.toString({ testOnly: true }),
+      account.toString({ testOnly: true, bounceable: false }),
+      custody_form,
+    ]
+    for (const spelling of spellings) expect(canonicalAddress("ton", spelling), spelling).toBe(custody_form)
+    expect(canonicalAddress("ton", "not an address")).toBeNull()
+    expect(canonicalAddress("ethereum", "0x9858EFFD232B4033E47D90003D41EC34ECAEDA94")).toBe(
+      "0x9858EfFD232B4033E47d90003D41EC34EcaEda94",
+    )
+    const solana = "So11111111111111111111111111111111111111112"
+    expect(canonicalAddress("solana", solana)).toBe(solana)
   })
 })
