@@ -514,6 +514,7 @@ describe("POST /api/v2/transfers on the local chain", () => {
     )
     expect(refused.param).toBe("to_address")
     expect(refused.message).toMatch(/is a wallet of the platform on bsc, not on ethereum/)
+    expect(refused.message).toContain("or to the address of a wallet on ethereum.")
   })
 
   it("lists the tenant's transfers newest first, by cursor, filtered by wallet and status", async () => {
@@ -690,7 +691,22 @@ describe("GET /api/v1/transactions/{id}/verify", () => {
     )
     expectError(await client.get(`/api/v1/transactions/${paid.transaction_id}/verify`), 422, "not_on_chain")
     expectError(await client.get("/api/v1/transactions/txn_missing/verify"), 404, "transaction_not_found")
+    // The transfers' endpoint points to where a social payment is (and the payments' one back).
+    const elsewhere = expectError(
+      await client.get(`/api/v2/transfers/${paid.transaction_id}`),
+      404,
+      "transfer_not_found",
+    )
+    expect(elsewhere.message).toContain(`GET /api/v1/transactions/${paid.transaction_id}`)
+    const unknown = expectError(await client.get("/api/v2/transfers/txn_missing"), 404, "transfer_not_found")
+    expect(unknown.message).toBe('No transfer "txn_missing".')
     const other = await registerTenant(platform.url)
+    const foreign = expectError(
+      await other.client.get(`/api/v2/transfers/${paid.transaction_id}`),
+      404,
+      "transfer_not_found",
+    )
+    expect(foreign.message).not.toContain("social payment")
     const transfer_id = completed?.transaction_id ?? "txn_missing"
     expectError(
       await other.client.get(`/api/v1/transactions/${transfer_id}/verify`),

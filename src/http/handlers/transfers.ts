@@ -147,7 +147,7 @@ const refuseOtherChainCustody = (pool: pg.Pool, chain: WalletChain, to_address: 
     if (other === undefined) return
     return yield* unprocessable(
       "custody_address_other_chain",
-      `${to_address} is a wallet of the platform on ${other}, not on ${chain}: tokens sent to it on ${chain} would be credited to no wallet. Send on ${other} from a wallet there, or to a ${chain} wallet's address.`,
+      `${to_address} is a wallet of the platform on ${other}, not on ${chain}: tokens sent to it on ${chain} would be credited to no wallet. Send on ${other} from a wallet there, or to the address of a wallet on ${chain}.`,
       "to_address",
     )
   })
@@ -307,8 +307,20 @@ const getTransfer = (transfer_id: string) =>
       ),
     )
     const row = found.rows[0]
-    if (row === undefined) return yield* notFound("transfer", transfer_id, "transfer_id")
-    return toPublicTransfer(fromDb(row))
+    if (row !== undefined) return toPublicTransfer(fromDb(row))
+    // A social payment's id is a transaction id too: say where it is, as its endpoint does back.
+    const payment = yield* db(() =>
+      pool.query(
+        "select 1 from platform.payments where transaction_id = $1 and tenant_id = $2 and environment = $3",
+        [transfer_id, caller.tenant_id, caller.environment],
+      ),
+    )
+    const missing = notFound("transfer", transfer_id, "transfer_id")
+    if (payment.rows.length === 0) return yield* missing
+    return yield* new ApiError({
+      ...missing,
+      message: `${transfer_id} is a social payment, not an on-chain transfer: GET /api/v1/transactions/${transfer_id} shows it.`,
+    })
   })
 
 const transferStatuses = ["pending", "completed", "failed"] as const
