@@ -729,6 +729,11 @@ describe("Idempotency-Key on payments", () => {
     expect(await idsWithin(`created_lt=${encodeURIComponent(created_at)}`)).toEqual([])
     const shifted = new Date(Date.parse(created_at) + 3_600_000).toISOString().replace("Z", "+01:00")
     expect(await idsWithin(`created_gte=${encodeURIComponent(shifted)}`)).toEqual([...ids])
+    // Offsets up to ±23:59 (RFC 3339), past the ±15:59 PostgreSQL reads itself: the same instant.
+    const far_east = new Date(Date.parse(created_at) + 86_340_000).toISOString().replace("Z", "+23:59")
+    expect(await idsWithin(`created_gte=${encodeURIComponent(far_east)}`)).toEqual([...ids])
+    const far_west = new Date(Date.parse(created_at) - 57_600_000).toISOString().replace("Z", "-16:00")
+    expect(await idsWithin(`created_lt=${encodeURIComponent(far_west)}`)).toEqual([])
 
     const replayed = await pay(client, body, { "idempotency-key": key })
     expect(expectOk(replayed)).toEqual(responses[0]?.body)
