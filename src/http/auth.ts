@@ -34,6 +34,8 @@ export const AuthenticationLive = Layer.effect(
   Authentication,
   Effect.gen(function* () {
     const platform = yield* Platform
+    /** Key lookups running per client address (see the refused-keys budget below). */
+    const lookupsRunning = new Map<string, number>()
     return Authentication.of({
       bearer: (httpEffect, { credential, endpoint }) =>
         Effect.gen(function* () {
@@ -56,20 +58,43 @@ export const AuthenticationLive = Layer.effect(
           let outcome = platform.keys.authenticateCached(api_key, tenant_id, now_ms)
           // Built only off the hot path (a cached valid key needs no address budget).
           const failures = () => `auth-failures:${request.remoteAddress ?? "unknown"}`
-          if (outcome === undefined) {
+          if (outcome === undefined && platform.keys.lookingUp(api_key)) {
+            // Another request with this key is being looked up: its answer is this one's.
+            outcome = yield* Effect.promise(() => platform.keys.authenticate(api_key, tenant_id, now_ms))
+          } else if (outcome === undefined) {
             // Checked before the lookup, counted after it: only refusals use up the address's budget.
-            const admitted = platform.limiter.check(failures(), failed_authentication_rate_per_s, now_ms)
+            // The lookups of the address still running count as spent, so a burst sent at once
+            // gets no more lookups than the budget holds.
+            const address = failures()
+            const running = lookupsRunning.get(address) ?? 0
+            const admitted = platform.limiter.check(
+              address,
+              failed_authentication_rate_per_s,
+              now_ms,
+              running,
+            )
             if (!admitted.allowed) {
               return yield* Effect.die(
                 new ApiError({
                   status: 429,
                   code: "rate_limited",
-                  message: `Too many requests with keys that are not valid from this address (${failed_authentication_rate_per_s}/s).`,
+                  message: `Too many requests with API keys that are not valid from this address (over ${failed_authentication_rate_per_s}/s): until it slows down, a key not used from it in the last second is not checked.`,
                   headers: { "retry-after": String(admitted.retry_after_s) },
                 }),
               )
             }
-            outcome = yield* Effect.promise(() => platform.keys.authenticate(api_key, tenant_id, now_ms))
+            lookupsRunning.set(address, running + 1)
+            outcome = yield* Effect.promise(() =>
+              platform.keys.authenticate(api_key, tenant_id, now_ms),
+            ).pipe(
+              Effect.ensuring(
+                Effect.sync(() => {
+                  const left = (lookupsRunning.get(address) ?? 1) - 1
+                  if (left <= 0) lookupsRunning.delete(address)
+                  else lookupsRunning.set(address, left)
+                }),
+              ),
+            )
           }
           if (outcome.kind !== "ok") {
             platform.limiter.admit(

@@ -233,9 +233,18 @@ export const makeKeyAuthenticator = (pool: pg.Pool) => {
     const hit = cache.get(digest)
     return hit !== undefined && now_ms - hit.cached_ms < key_cache_ttl_ms ? hit : undefined
   }
-  const lookup = async (digest: string, now_ms: number) => {
+  // Concurrent requests with one key share its lookup (a burst of a key not cached yet is one read).
+  const lookups = new Map<string, Promise<AuthRow | undefined>>()
+  const lookup = (digest: string, now_ms: number): Promise<AuthRow | undefined> => {
     const hit = cached(digest, now_ms)
-    if (hit !== undefined) return hit.row
+    if (hit !== undefined) return Promise.resolve(hit.row)
+    const running = lookups.get(digest)
+    if (running !== undefined) return running
+    const started = read(digest, now_ms).finally(() => lookups.delete(digest))
+    lookups.set(digest, started)
+    return started
+  }
+  const read = async (digest: string, now_ms: number) => {
     const found = await pool.query<AuthRow>(
       `select k.key_id, k.tenant_id, k.environment, k.scopes, t.plan, t.custody_index, t.kyc_status,
               k.expires_at, k.revoked_at
@@ -261,6 +270,8 @@ export const makeKeyAuthenticator = (pool: pg.Pool) => {
   return {
     authenticate: async (api_key: string, tenant_id: string, now_ms: number): Promise<AuthOutcome> =>
       decide(await lookup(keyDigest(api_key), now_ms), tenant_id, now_ms),
+    /** Whether a request with `api_key` would wait for a lookup another request already started. */
+    lookingUp: (api_key: string): boolean => lookups.has(keyDigest(api_key)),
     /** `authenticate` without a database read: undefined when the key is not in the cache. */
     authenticateCached: (api_key: string, tenant_id: string, now_ms: number): AuthOutcome | undefined => {
       const hit = cached(keyDigest(api_key), now_ms)

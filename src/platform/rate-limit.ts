@@ -59,16 +59,17 @@ export const makeRateLimiter = () => {
       return { allowed: true, retry_after_s: 0 }
     },
     /**
-     * Whether `key`'s bucket holds a token, taking none: for limits counted after the fact (a
-     * refusal is counted with `admit` once it happened).
+     * Whether `key`'s bucket holds a token beyond `promised` ones, taking none: for limits counted
+     * after the fact (a refusal is counted with `admit` once it happened), with the requests whose
+     * outcome is still awaited as `promised`, so that a burst sent at once cannot all pass the check.
      */
-    check: (key: string, rate_per_s: number, now_ms: number): RateDecision => {
+    check: (key: string, rate_per_s: number, now_ms: number, promised = 0): RateDecision => {
       const bucket = buckets.get(key)
-      if (bucket === undefined) return { allowed: true, retry_after_s: 0 }
-      const tokens = Math.min(
-        rate_per_s * 2,
-        bucket.tokens + ((now_ms - bucket.updated_ms) / 1000) * rate_per_s,
-      )
+      const full = rate_per_s * 2
+      const tokens =
+        (bucket === undefined
+          ? full
+          : Math.min(full, bucket.tokens + ((now_ms - bucket.updated_ms) / 1000) * rate_per_s)) - promised
       return tokens >= 1
         ? { allowed: true, retry_after_s: 0 }
         : { allowed: false, retry_after_s: Math.max(1, Math.ceil((1 - tokens) / rate_per_s)) }

@@ -723,6 +723,15 @@ describe("keys that are not valid", () => {
     expectOk(await valid.get("/api/v1/wallets"))
     await sleep(2_500)
     expect((await guess(1_000)).status).toBe(401)
+    // Sent all at once, a burst gets no more lookups than the budget holds (40, and what refills
+    // while they run), however many it is.
+    await sleep(2_500)
+    const burst = await Promise.all(Array.from({ length: 120 }, (_, i) => guess(2_000 + i)))
+    const looked_up = burst.filter((answer) => answer.status === 401).length
+    expect(looked_up).toBeGreaterThanOrEqual(30)
+    expect(looked_up).toBeLessThanOrEqual(60)
+    expect(burst.filter((answer) => answer.status === 429).length).toBe(120 - looked_up)
+    await sleep(2_500) // the address's budget refills for the tests after this one
   })
 })
 
