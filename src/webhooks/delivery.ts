@@ -120,14 +120,23 @@ const describeError = (error: unknown): string => {
   return error.cause instanceof Error ? `${error.message}: ${error.cause.message}` : error.message
 }
 
+/** How long a kept-alive connection to a receiver may stay idle before it is closed. */
+export const idle_connection_ms = 4_000
+
 /**
  * Keep-alive connections, kept apart per environment: every connection in the production pool was
  * opened to addresses checked for it, and a production request must never reuse one that a sandbox
  * request opened to an address nobody checked.
  */
+const keepAlive = {
+  keepAlive: true,
+  // An idle connection is closed after this long: below the 5 s after which Node's own servers
+  // (a common receiver) close theirs, so that a request rarely meets a connection being closed.
+  timeout: idle_connection_ms,
+} as const
 const agents = {
-  sandbox: { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) },
-  production: { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) },
+  sandbox: { http: new http.Agent(keepAlive), https: new https.Agent(keepAlive) },
+  production: { http: new http.Agent(keepAlive), https: new https.Agent(keepAlive) },
 } as const
 
 interface PostRequest {
@@ -140,29 +149,69 @@ interface PostRequest {
   readonly environment: Environment
 }
 
-/** Sends the POST and reads the answer's status and first bytes; rejects when no answer comes. */
-const send = (
+/**
+ * Sends the POST and reads the answer's status and first bytes; rejects when no answer comes. A
+ * kept-alive connection that the receiver closed while idle fails a request the moment it is reused,
+ * before any answer: the request is then sent once more on a new connection (it never reached the
+ * receiver's application). Any other failure is the attempt's.
+ */
+const send = async (
   url: URL,
   request: PostRequest,
   signal: AbortSignal,
   lookup: LookupFunction | undefined,
-): Promise<{ readonly status: number; readonly excerpt: string | null }> =>
-  new Promise((resolve, reject) => {
+): Promise<{ readonly status: number; readonly excerpt: string | null }> => {
+  const sent = await sendOnce(url, request, signal, lookup, true)
+  if (sent.ok) return sent.answer
+  if (!sent.closed_under_reuse || signal.aborted) throw sent.error
+  const again = await sendOnce(url, request, signal, lookup, false)
+  if (again.ok) return again.answer
+  throw again.error
+}
+
+type Sent =
+  | { readonly ok: true; readonly answer: { readonly status: number; readonly excerpt: string | null } }
+  | { readonly ok: false; readonly error: unknown; readonly closed_under_reuse: boolean }
+
+const sendOnce = (
+  url: URL,
+  request: PostRequest,
+  signal: AbortSignal,
+  lookup: LookupFunction | undefined,
+  pooled: boolean,
+): Promise<Sent> =>
+  new Promise((resolve) => {
     const secure = url.protocol === "https:"
     const options: https.RequestOptions = {
       method: "POST",
       headers: { ...request.headers, "content-length": String(Buffer.byteLength(request.body)) },
-      agent: agents[request.environment][secure ? "https" : "http"],
+      // The second try takes a connection of its own, not another idle one of the pool.
+      agent: pooled ? agents[request.environment][secure ? "https" : "http"] : false,
       signal,
       ...(lookup === undefined ? {} : { lookup }),
     }
-    const answered = (response: http.IncomingMessage) => {
+    let answered = false
+    const onAnswer = (response: http.IncomingMessage) => {
+      answered = true
       const status = response.statusCode
       assert(status !== undefined, "a response to a request has a status")
-      readExcerpt(response).then((excerpt) => resolve({ status, excerpt }), reject)
+      readExcerpt(response).then(
+        (excerpt) => resolve({ ok: true, answer: { status, excerpt } }),
+        (error: unknown) => resolve({ ok: false, error, closed_under_reuse: false }),
+      )
     }
-    const outgoing = secure ? https.request(url, options, answered) : http.request(url, options, answered)
-    outgoing.on("error", reject)
+    const outgoing = secure ? https.request(url, options, onAnswer) : http.request(url, options, onAnswer)
+    outgoing.on("error", (error: NodeJS.ErrnoException) =>
+      resolve({
+        ok: false,
+        error,
+        closed_under_reuse:
+          pooled &&
+          outgoing.reusedSocket &&
+          !answered &&
+          (error.code === "ECONNRESET" || error.code === "EPIPE"),
+      }),
+    )
     outgoing.end(request.body)
   })
 
