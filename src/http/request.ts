@@ -80,7 +80,7 @@ export const classify = (squashed: unknown): ApiError | undefined => {
   return undefined
 }
 
-const bodyMethods = new Set(["POST", "PUT", "PATCH"])
+const bodyMethods = new Set(["POST", "PUT", "PATCH", "DELETE"])
 
 /** Probes may add a query string (a cache buster): health checks take any. */
 const health_paths: ReadonlySet<string> = new Set(["/health", "/api/health"])

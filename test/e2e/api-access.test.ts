@@ -768,3 +768,39 @@ describe("credentials before form", () => {
     expect(expectOk(await owner.get<Page<WalletView>>("/api/v1/wallets")).data).toEqual([])
   })
 })
+
+describe("DELETE with a body", () => {
+  it("takes none, {} or null, and refuses any other body as the bodyless POSTs do, deleting nothing", async () => {
+    const { client, credentials } = await registerTenant(platform.url)
+    const hook = expectOk(
+      await client.post<WebhookView>("/api/v1/webhooks", {
+        url: "http://127.0.0.1:9/hook",
+        events: ["wallet.created"],
+        secret: "whsec_delete_with_a_body_0123456789",
+      }),
+      201,
+    )
+    const remove = (body: string, type = "application/json") =>
+      fetch(`${platform.url}/api/v1/webhooks/${hook.webhook_id}`, {
+        method: "DELETE",
+        headers: {
+          authorization: `Bearer ${credentials.api_key}`,
+          "x-tenant-id": credentials.tenant_id,
+          "content-type": type,
+        },
+        body,
+      }).then(async (response) => ({
+        status: response.status,
+        headers: response.headers,
+        body: (await response.json()) as unknown,
+      }))
+    expectError(await remove("not json at all"), 400, "invalid_json")
+    expect(expectError(await remove('{"really":true}'), 400, "invalid_parameter").param).toBe("really")
+    expectError(await remove("x", "text/plain"), 415, "unsupported_media_type")
+    expect(expectOk(await client.get<WebhookView>(`/api/v1/webhooks/${hook.webhook_id}`)).webhook_id).toBe(
+      hook.webhook_id,
+    )
+    expect((await remove("{}")).status).toBe(200)
+    expectError(await client.get(`/api/v1/webhooks/${hook.webhook_id}`), 404, "webhook_not_found")
+  })
+})
