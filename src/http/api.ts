@@ -72,7 +72,8 @@ const Page = <S extends Schema.Top>(item: S) =>
     next_cursor: Schema.NullOr(Schema.String),
   })
 const ListQuery = { limit: Schema.optional(Text), starting_after: Schema.optional(Text) }
-const Metadata = Schema.Record(Text, Text)
+/** Keys are checked by the handler (length, NUL), which names the key; a key schema would say "excess property". */
+const Metadata = Schema.Record(Schema.String, Text)
 
 // Responses are built by the platform, not decoded from clients: plain strings, no input checks.
 export const Wallet = Schema.Struct({

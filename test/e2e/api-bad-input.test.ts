@@ -1107,6 +1107,11 @@ const payCases: ReadonlyArray<Case> = (() => {
       refused(400, "invalid_metadata", `metadata.${"k".repeat(41)}`),
     ),
     pay(
+      "metadata with a NUL in a key",
+      { ...valid, metadata: { "a\u0000b": "v" } },
+      refused(400, "invalid_metadata", "metadata.a\\u0000b"),
+    ),
+    pay(
       "metadata with an empty key",
       { ...valid, metadata: { "": "v" } },
       refused(400, "invalid_metadata", "metadata."),

@@ -67,6 +67,15 @@ const checkMetadata = (metadata: Readonly<Record<string, string>>): Effect.Effec
     )
   }
   for (const [key, value] of entries) {
+    if (key.includes("\u0000")) {
+      return Effect.fail(
+        badRequest(
+          "invalid_metadata",
+          "metadata keys must not contain the NUL character (U+0000).",
+          `metadata.${key.replaceAll("\u0000", "\\u0000")}`,
+        ),
+      )
+    }
     if (key.length < textLengths.metadata_key.min || longerThan(key, textLengths.metadata_key.max)) {
       return Effect.fail(
         badRequest(
