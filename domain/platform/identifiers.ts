@@ -155,7 +155,7 @@ export function normaliseHandle(input: string): Result.Result<string, InvalidIde
     pattern.test(name) &&
     !(network === "telegram" && name.endsWith("_")) &&
     !(network === "instagram" && (name.startsWith(".") || name.endsWith(".") || name.includes("..")))
-  if (!valid) return fail(`a ${network} handle is ${rule}`)
+  if (!valid) return fail(`an @${network}: handle is ${rule}`)
   return Result.succeed(`@${network}:${name.toLowerCase()}`)
 }
 

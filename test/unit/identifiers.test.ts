@@ -90,16 +90,16 @@ describe("normaliseIdentifier", () => {
   })
 
   it.each([
-    ["@x:a.b", /x handle is 1 to 15/],
-    ["@x:abcdefghijklmnop", /x handle is 1 to 15/],
-    ["@telegram:abcd", /telegram handle is 5 to 32/],
+    ["@x:a.b", /an @x: handle is 1 to 15/],
+    ["@x:abcdefghijklmnop", /an @x: handle is 1 to 15/],
+    ["@telegram:abcd", /an @telegram: handle is 5 to 32/],
     ["@telegram:1abcde", /starting with a letter/],
     ["@telegram:abcde_", /not ending with _/],
-    ["@telegram:ana.b", /telegram handle/],
-    ["@instagram:.ana", /instagram handle/],
-    ["@instagram:ana.", /instagram handle/],
-    ["@instagram:an..a", /instagram handle/],
-    [`@instagram:${"a".repeat(31)}`, /instagram handle is 1 to 30/],
+    ["@telegram:ana.b", /@telegram: handle/],
+    ["@instagram:.ana", /@instagram: handle/],
+    ["@instagram:ana.", /@instagram: handle/],
+    ["@instagram:an..a", /@instagram: handle/],
+    [`@instagram:${"a".repeat(31)}`, /an @instagram: handle is 1 to 30/],
     ["@myspace:ana", /unknown network/],
     ["@x:", /a handle is @<network>:<handle>/],
   ])("says why the handle %s is refused", (input, reason) => {
