@@ -14,7 +14,7 @@ import {
   type Plan,
   plans,
 } from "../../../domain/platform/scopes.ts"
-import { simulateVerification } from "../../../domain/platform/verification.ts"
+import { isCountryCode, simulateVerification } from "../../../domain/platform/verification.ts"
 import {
   type Caller,
   getKey,
@@ -170,8 +170,6 @@ const loadTenant = (tenant_id: string) =>
     return row
   })
 
-const countryPattern = /^[A-Z]{2}$/
-
 const submitVerification = (payload: {
   legal_name: string
   registration_number: string
@@ -197,10 +195,10 @@ const submitVerification = (payload: {
       ["country", payload.country],
       ["representative.country", payload.representative.country],
     ] as const) {
-      if (!countryPattern.test(value)) {
+      if (!isCountryCode(value)) {
         return yield* badRequest(
           "invalid_country",
-          `${param} must be an ISO 3166-1 alpha-2 code such as DE.`,
+          `${param} must be an assigned ISO 3166-1 alpha-2 country code in upper case, such as DE.`,
           param,
         )
       }
