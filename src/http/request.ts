@@ -236,7 +236,8 @@ const takesNoBody = (request: HttpServerRequest.HttpServerRequest): boolean =>
   routeAmong(bodylessRoutes, request) !== undefined
 
 /**
- * A query parameter the endpoint does not take, or one it takes given twice: a misspelt filter
+ * A query parameter the endpoint does not take, one it takes given twice, or a filter given empty
+ * (`?wallet_id=` is no wallet's id: a 404 "No wallet \"\"" blamed the wallet): a misspelt filter
  * (`?wallet=`) would otherwise be ignored and answer the unfiltered list, which reads as a filtered
  * one; one given to an endpoint that takes none (`/api/v2/reconciliation?chain=solana`) would be
  * ignored the same way.
@@ -247,7 +248,16 @@ const unknownQueryParameter = (request: HttpServerRequest.HttpServerRequest): Ap
   const taken = routeAmong(queryRoutes, request)?.query
   if (taken === undefined) return undefined
   const seen = new Set<string>()
-  for (const name of new URLSearchParams(request.url.slice(at + 1)).keys()) {
+  for (const [name, value] of new URLSearchParams(request.url.slice(at + 1))) {
+    // An empty cursor means the first page (a loop may send `starting_after=${next_cursor ?? ""}`).
+    if (value === "" && name !== "starting_after" && taken.includes(name)) {
+      return new ApiError({
+        status: 400,
+        code: "invalid_parameter",
+        message: `Query parameter ${JSON.stringify(name)} is empty; leave it out instead (no filter, the default).`,
+        param: name,
+      })
+    }
     if (seen.has(name) && taken.includes(name)) {
       return new ApiError({
         status: 400,

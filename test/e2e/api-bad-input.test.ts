@@ -464,14 +464,21 @@ const bodylessCases = (path: (f: Fixture) => string): ReadonlyArray<Case> => [
   ),
 ]
 
-const limitCases = (path: (f: Fixture) => string): ReadonlyArray<Case> =>
-  ["0", "101", "abc", "-1", "1.5", "", "1e1"].map((limit) =>
+const limitCases = (path: (f: Fixture) => string): ReadonlyArray<Case> => [
+  ...["0", "101", "abc", "-1", "1.5", "1e1"].map((limit) =>
     endpoint("GET", (f) => `${path(f)}?limit=${encodeURIComponent(limit)}`)(
       `limit=${JSON.stringify(limit)}`,
       undefined,
       refused(400, "invalid_limit", "limit"),
     ),
-  )
+  ),
+  // An empty limit is refused as an empty parameter (an empty starting_after means the first page).
+  endpoint("GET", (f) => `${path(f)}?limit=`)(
+    "limit given empty",
+    undefined,
+    refused(400, "invalid_parameter", "limit"),
+  ),
+]
 
 /** Cursors that name no item of the list: made up, another list's id, another tenant's wallet. */
 const cursorCases = (path: (f: Fixture) => string): ReadonlyArray<Case> =>
@@ -621,6 +628,15 @@ const tenantCases: ReadonlyArray<Case> = (() => {
       "three-letter country (DEU)",
       { ...v, country: "DEU" },
       refused(400, "invalid_country", "country"),
+    ),
+    // Two upper-case letters that name no country were taken.
+    ...["XX", "ZZ", "AA", "EU", "UK"].map((country) =>
+      verify(`unassigned country ${country}`, { ...v, country }, refused(400, "invalid_country", "country")),
+    ),
+    verify(
+      "representative country QQ",
+      { ...v, representative: { ...v.representative, country: "QQ" } },
+      refused(400, "invalid_country", "representative.country"),
     ),
     verify(
       "representative country DEU",
@@ -1224,6 +1240,9 @@ const transactionCases: ReadonlyArray<Case> = (() => {
       refused(400, "invalid_parameter", "status"),
     ),
     list("limit=5&limit=6")("limit given twice", undefined, refused(400, "invalid_parameter", "limit")),
+    // It was a 404 "No wallet \"\"", which blamed a wallet.
+    list("wallet_id=")("an empty wallet filter", undefined, refused(400, "invalid_parameter", "wallet_id")),
+    list("status=&limit=5")("an empty status filter", undefined, refused(400, "invalid_parameter", "status")),
     list("status=done")("unknown status filter", undefined, refused(400, "invalid_status", "status")),
     list("status=COMPLETED")(
       "status filter in upper case",
