@@ -30,6 +30,26 @@ const refusals = {
   }),
 } as const
 
+/**
+ * A credentials header sent twice. Node keeps the first `Authorization` and drops the rest, and joins
+ * repeated `X-Tenant-Id`s with ", ": one answered as if the second were not there, the other as an
+ * invalid key. Neither names the real mistake.
+ */
+const repeatedCredentialHeader = (
+  request: HttpServerRequest.HttpServerRequest,
+): "Authorization" | "X-Tenant-Id" | undefined => {
+  const raw = (request.source as { readonly rawHeaders?: ReadonlyArray<string> }).rawHeaders
+  if (raw === undefined) return undefined
+  let authorization = 0
+  let tenant = 0
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i] as string
+    if (name.length === 13 && name.toLowerCase() === "authorization") authorization++
+    else if (name.length === 11 && name.toLowerCase() === "x-tenant-id") tenant++
+  }
+  return authorization > 1 ? "Authorization" : tenant > 1 ? "X-Tenant-Id" : undefined
+}
+
 export const AuthenticationLive = Layer.effect(
   Authentication,
   Effect.gen(function* () {
@@ -40,6 +60,15 @@ export const AuthenticationLive = Layer.effect(
       bearer: (httpEffect, { credential, endpoint }) =>
         Effect.gen(function* () {
           const request = yield* HttpServerRequest.HttpServerRequest
+          const repeated = repeatedCredentialHeader(request)
+          if (repeated !== undefined) {
+            return yield* Effect.die(
+              unauthorized(
+                "duplicate_credentials",
+                `The ${repeated} header is given more than once; send it once, so which credentials count is not a guess.`,
+              ),
+            )
+          }
           const tenant_id = request.headers["x-tenant-id"]?.trim() ?? ""
           const api_key = Redacted.value(credential).trim()
           if (api_key === "") {

@@ -769,6 +769,50 @@ describe("credentials before form", () => {
   })
 })
 
+describe("credentials headers given twice", () => {
+  /** A GET with `headers` written as given (fetch would join a repeated header into one). */
+  const rawGet = (path: string, headers: ReadonlyArray<readonly [string, string]>) =>
+    new Promise<{ status: number; body: { error?: { code: string; message: string } } }>(
+      (resolve, reject) => {
+        const { port } = new URL(platform.url)
+        const socket = net.connect(Number(port), "127.0.0.1")
+        const chunks: Array<Buffer> = []
+        socket.on("data", (chunk) => chunks.push(chunk))
+        socket.on("error", reject)
+        socket.on("close", () => {
+          const [head = "", body = ""] = Buffer.concat(chunks).toString("utf8").split("\r\n\r\n")
+          resolve({ status: Number(head.split(" ")[1]), body: JSON.parse(body) })
+        })
+        const lines = headers.map(([name, value]) => `${name}: ${value}\r\n`).join("")
+        socket.write(`GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n${lines}\r\n`)
+      },
+    )
+
+  it("refuses two Authorization or two X-Tenant-Id headers 401 duplicate_credentials, even when both are right", async () => {
+    const a = await registerTenant(platform.url)
+    const b = await registerTenant(platform.url)
+    const bearer = (key: string) => ["Authorization", `Bearer ${key}`] as const
+    const tenant = (id: string) => ["X-Tenant-Id", id] as const
+    const own = [bearer(a.credentials.api_key), tenant(a.credentials.tenant_id)] as const
+    // Node kept the first Authorization (the second was never looked at) and joined the tenant ids.
+    for (const headers of [
+      [...own, bearer(b.credentials.api_key)],
+      [...own, bearer(a.credentials.api_key)],
+      [...own, tenant(b.credentials.tenant_id)],
+      [...own, ["x-tenant-id", a.credentials.tenant_id] as const],
+    ]) {
+      const answer = await rawGet("/api/v1/wallets", headers)
+      expect({ status: answer.status, code: answer.body.error?.code }).toEqual({
+        status: 401,
+        code: "duplicate_credentials",
+      })
+      expect(answer.body.error?.message).toMatch(/(Authorization|X-Tenant-Id) header is given more than once/)
+    }
+    const once = await rawGet("/api/v1/wallets", own)
+    expect(once.status).toBe(200)
+  })
+})
+
 describe("DELETE with a body", () => {
   it("takes none, {} or null, and refuses any other body as the bodyless POSTs do, deleting nothing", async () => {
     const { client, credentials } = await registerTenant(platform.url)
