@@ -87,8 +87,13 @@ export const AuthenticationLive = Layer.effect(
           let outcome = platform.keys.authenticateCached(api_key, tenant_id, now_ms)
           // Built only off the hot path (a cached valid key needs no address budget).
           const failures = () => `auth-failures:${request.remoteAddress ?? "unknown"}`
-          if (outcome === undefined && platform.keys.lookingUp(api_key)) {
-            // Another request with this key is being looked up: its answer is this one's.
+          if (
+            outcome === undefined &&
+            (platform.keys.lookingUp(api_key) || platform.keys.knownKey(api_key, tenant_id))
+          ) {
+            // Another request with this key is being looked up, and its answer is this one's; or
+            // the key was this tenant's when last looked up: a key in use is checked again each
+            // `key_cache_ttl_ms` even while its address is refused for others' guesses.
             outcome = yield* Effect.promise(() => platform.keys.authenticate(api_key, tenant_id, now_ms))
           } else if (outcome === undefined) {
             // Checked before the lookup, counted after it: only refusals use up the address's budget.
@@ -107,7 +112,7 @@ export const AuthenticationLive = Layer.effect(
                 new ApiError({
                   status: 429,
                   code: "rate_limited",
-                  message: `Too many requests with API keys that are not valid from this address (over ${failed_authentication_rate_per_s}/s): until it slows down, a key not used from it in the last second is not checked.`,
+                  message: `Too many requests with API keys that are not valid from this address (over ${failed_authentication_rate_per_s}/s): until it slows down, only keys this server has already found valid are checked.`,
                   headers: { "retry-after": String(admitted.retry_after_s) },
                 }),
               )

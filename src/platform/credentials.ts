@@ -272,6 +272,12 @@ export const makeKeyAuthenticator = (pool: pg.Pool) => {
       decide(await lookup(keyDigest(api_key), now_ms), tenant_id, now_ms),
     /** Whether a request with `api_key` would wait for a lookup another request already started. */
     lookingUp: (api_key: string): boolean => lookups.has(keyDigest(api_key)),
+    /**
+     * Whether `api_key` was a key of `tenant_id` when last looked up, though that is too long ago to
+     * trust (a stale cache entry): checking it again is no guess at a key.
+     */
+    knownKey: (api_key: string, tenant_id: string): boolean =>
+      cache.get(keyDigest(api_key))?.row?.tenant_id === tenant_id,
     /** `authenticate` without a database read: undefined when the key is not in the cache. */
     authenticateCached: (api_key: string, tenant_id: string, now_ms: number): AuthOutcome | undefined => {
       const hit = cached(keyDigest(api_key), now_ms)
