@@ -42,7 +42,16 @@ const chainProcess = (chain: string): number => {
   return Number(pid)
 }
 
-const killChain = (chain: string) => process.kill(chainProcess(chain), "SIGKILL")
+/** Kills `chain`'s anvil and waits until its port is closed (a signal is delivered asynchronously). */
+const killChain = async (chain: string) => {
+  const port = new URL(sandboxRpcUrl(platform.output(), chain)).port
+  process.kill(chainProcess(chain), "SIGKILL")
+  const listening = () =>
+    execFileSync("ss", ["-ltnH", `sport = :${port}`], { encoding: "utf8" }).trim() !== ""
+  const deadline = Date.now() + 10_000
+  while (listening() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50))
+  expect(listening(), `${chain}'s anvil still listens on ${port}`).toBe(false)
+}
 
 const usdc = async (wallet_id: string) => {
   const balance = expectOk(await client.get<typeof Balance.Type>(`/api/v1/wallets/${wallet_id}/balance`))
@@ -97,7 +106,7 @@ describe("one chain's node down", () => {
     expect(await usdc(ethereum.wallet_id)).toBe("2.00")
     const before = await usdc(avalanche.wallet_id)
 
-    killChain("avalanche")
+    await killChain("avalanche")
     for (const attempt of [1, 2]) {
       const refused = await faucet(avalanche.wallet_id, "ava-1")
       expect(refused.status, `attempt ${attempt}`).toBe(503)

@@ -233,7 +233,7 @@ describe("idempotent replay of responses that carry a key secret", () => {
     } finally {
       await other.stop()
     }
-  })
+  }, 180_000)
 })
 
 describe("rotation", () => {

@@ -137,7 +137,7 @@ const poll = async <T>(
   what: string,
   read: () => Promise<T>,
   done: (value: T) => boolean,
-  timeout_ms = 10_000,
+  timeout_ms = 30_000,
 ) => {
   const deadline = Date.now() + timeout_ms
   for (;;) {
@@ -589,7 +589,7 @@ describe("payments to an identifier nobody has linked yet", () => {
       await quick.stop()
       await quickReceiver.close()
     }
-  }, 90_000)
+  }, 180_000)
 })
 
 describe("input at the edge of every limit", () => {

@@ -108,7 +108,7 @@ describe("npm start", () => {
     expect(events.map((e) => e.event_type)).toEqual(["AccountOpened"])
     await again.end()
     expect(await stopPlatform(second)).toBe(0)
-  })
+  }, 180_000)
 
   it("stops at once on SIGTERM after its embedded server died, and starts again", async () => {
     const port = await freePort()
@@ -145,7 +145,7 @@ describe("npm start", () => {
     // It hung here, waiting for the dead server's exit event, until a SIGKILL.
     const stopped_in_ms = Date.now()
     await stopPlatform(child)
-    expect(Date.now() - stopped_in_ms).toBeLessThan(15_000)
+    expect(Date.now() - stopped_in_ms).toBeLessThan(30_000)
     // The server's children outlive it a moment (they notice its death); then a start recovers.
     const survivors = () => {
       try {
@@ -188,11 +188,11 @@ describe("npm start", () => {
       for (const pid of processes) process.kill(pid, "SIGCONT")
     }
     let up = await health()
-    for (let tries = 0; up.status !== 200 && tries < 50; tries++) {
+    for (let tries = 0; up.status !== 200 && tries < 300; tries++) {
       await new Promise((resolve) => setTimeout(resolve, 100))
       up = await health()
     }
     expect(up).toEqual({ status: 200, body: { status: "healthy" } })
     expect(await stopPlatform(child)).toBe(0)
-  })
+  }, 180_000)
 })

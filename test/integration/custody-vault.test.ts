@@ -45,9 +45,9 @@ const rowCount = async (): Promise<number> => {
 
 const racer_count = 8
 
-/** Polls until `count` master seed inserts wait on a lock; bounded at about five seconds. */
+/** Polls until `count` master seed inserts wait on a lock; bounded at about twenty seconds. */
 const waitForBlockedInserts = async (count: number): Promise<void> => {
-  for (let attempt = 0; attempt < 200; attempt++) {
+  for (let attempt = 0; attempt < 800; attempt++) {
     const { rows } = await db.pool.query<{ n: number }>(
       `select count(*)::int as n from pg_stat_activity
         where datname = current_database() and wait_event_type = 'Lock'

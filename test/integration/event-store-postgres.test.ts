@@ -582,7 +582,7 @@ describe("event store on PostgreSQL", () => {
       })
       const live = PostgresEventStoreLive.pipe(Layer.provide(Layer.succeed(Database, { pool: db.pool })))
       expect(await Effect.runPromise(program.pipe(Effect.provide(live)))).toBe(1)
-      for (let attempt = 0; attempt < 40 && (await listening()) > 0; attempt += 1) await sleep(50)
+      for (let attempt = 0; attempt < 200 && (await listening()) > 0; attempt += 1) await sleep(50)
       expect(await listening()).toBe(0)
     }))
 })

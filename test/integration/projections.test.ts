@@ -224,7 +224,7 @@ describe("ledger projection", () => {
           transferEvent(ledgerC, world, wallet, 1_234n, "2026-01-01T00:00:00.000Z"),
         ]),
       )
-      const after = await getAccountConsistent(db.pool, ledgerC.stream_id, wallet, 5_000)
+      const after = await getAccountConsistent(db.pool, ledgerC.stream_id, wallet, 15_000)
       expect(after?.credits_posted).toBe((before?.credits_posted ?? 0n) + 1_234n)
       expect(after?.last_stream_version).toBe(appended.next_expected_version)
     }

@@ -80,8 +80,9 @@ describe("the sandbox TON chain", () => {
     await run(ton.adapter.broadcast(first.raw))
     expect(await statusOf(first.tx_hash)).toBe("seen")
     const sent_at = Date.now()
+    // A block a second lands it within a few; the bound is wide only for a slow, busy host.
     while ((await statusOf(first.tx_hash)) === "seen") {
-      expect(Date.now() - sent_at).toBeLessThan(3 * ton_sandbox_block_time_ms)
+      expect(Date.now() - sent_at).toBeLessThan(15 * ton_sandbox_block_time_ms)
       await new Promise((resolve) => setTimeout(resolve, 50))
     }
     expect(await statusOf(first.tx_hash)).toBe("finalized")

@@ -536,5 +536,5 @@ describe("on-chain transfers (EVM)", () => {
     ])
     const payer = await account(walletAccountId(wallet.wallet_id, asset))
     expect(payer.debits_posted).toBe(amount + paymentFee(amount))
-  })
+  }, 180_000)
 })

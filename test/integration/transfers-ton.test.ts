@@ -371,5 +371,5 @@ describe("on-chain transfers (TON, @ton/sandbox)", () => {
     expect(ledger_events.filter((type) => type === "PendingTransferPosted")).toHaveLength(2)
     expect(ledger_events.filter((type) => type === "PendingTransferCreated")).toHaveLength(2)
     expect(await outboxEvents(row.transfer_id)).toEqual(["payment.completed"])
-  })
+  }, 180_000)
 })

@@ -142,12 +142,20 @@ const waitFor = async <T>(
 }
 
 /** Waits until the endpoint has exactly one delivery and it is settled (succeeded or failed). */
-const settledDelivery = async (scope: TenantScope, webhook_id: string): Promise<WebhookDelivery> =>
-  await waitFor("a settled delivery", async () => {
-    const page = await listDeliveries(db.pool, scope, webhook_id)
-    const delivery = page?.data[0]
-    return delivery !== undefined && delivery.status !== "pending" ? delivery : undefined
-  })
+const settledDelivery = async (
+  scope: TenantScope,
+  webhook_id: string,
+  timeout_ms?: number,
+): Promise<WebhookDelivery> =>
+  await waitFor(
+    "a settled delivery",
+    async () => {
+      const page = await listDeliveries(db.pool, scope, webhook_id)
+      const delivery = page?.data[0]
+      return delivery !== undefined && delivery.status !== "pending" ? delivery : undefined
+    },
+    timeout_ms,
+  )
 
 const enqueue = async (scope: TenantScope, event_type: WebhookEventType, data = {}): Promise<string> => {
   const [id] = await enqueueEvents(db.pool, [{ ...scope, event_type, data, created_at: new Date() }])
@@ -426,11 +434,12 @@ describe("delivery", () => {
       { url: receiver.url, events: ["payment.completed"] },
       box,
     )
-    // The retry is due 2 s after the first attempt: the first engine is gone by then.
+    // The retry is due 5 s after the first attempt: the first engine is gone by then, even on a
+    // slow host.
     const schedule: RetrySchedule = {
       attempt_count_max: 3,
-      delay_base_ms: 2_000,
-      delay_max_ms: 2_000,
+      delay_base_ms: 5_000,
+      delay_max_ms: 5_000,
       jitter: "none",
     }
     const first = await start({ retry_schedule: schedule })
@@ -444,7 +453,7 @@ describe("delivery", () => {
     expect(receiver.received).toHaveLength(1)
 
     await start({ retry_schedule: schedule })
-    const delivery = await settledDelivery(scope, webhook.webhook_id)
+    const delivery = await settledDelivery(scope, webhook.webhook_id, 30_000)
     await settle(2_500)
     expect(receiver.received.map((r) => r.headers["x-service-delivery-attempt"])).toEqual(["1", "2"])
     expect(delivery).toMatchObject({ status: "succeeded", attempt_count: 2 })

@@ -240,7 +240,7 @@ describe("ledger through the writer", () => {
       ),
       { numRuns: 4 },
     )
-  })
+  }, 300_000)
 
   it("two writer processes with group commit across three ledgers: per ledger never overdrawn, conserved, every acknowledged command recorded once", async () => {
     await fc.assert(
@@ -302,7 +302,7 @@ describe("ledger through the writer", () => {
       ),
       { numRuns: 4 },
     )
-  })
+  }, 300_000)
 
   it("idempotency: retried commands (same key) change nothing beyond the first execution", async () => {
     await fc.assert(
@@ -362,7 +362,7 @@ describe("ledger through the writer", () => {
       ),
       { numRuns: 8 },
     )
-  })
+  }, 300_000)
 
   it("replay determinism: a writer loaded from the log has exactly the live writer's state", async () => {
     await fc.assert(
@@ -386,5 +386,5 @@ describe("ledger through the writer", () => {
       }),
       { numRuns: 10 },
     )
-  })
+  }, 300_000)
 })

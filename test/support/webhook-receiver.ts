@@ -69,7 +69,7 @@ export const startWebhookReceiver = async (
   })
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
   const { port } = server.address() as AddressInfo
-  const waitFor = (matches: (request: ReceivedWebhook) => boolean, timeout_ms = 15_000) =>
+  const waitFor = (matches: (request: ReceivedWebhook) => boolean, timeout_ms = 30_000) =>
     new Promise<ReceivedWebhook>((resolve, reject) => {
       const check = () => {
         const found = received.find(matches)
