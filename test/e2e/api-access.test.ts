@@ -47,6 +47,21 @@ afterAll(async () => {
   await platform?.stop()
 })
 
+/** Sends `request` as raw bytes and reads the whole answer (the server closes the connection). */
+const rawExchange = (request: string) =>
+  new Promise<{ status: number; headers: string; body: unknown }>((resolve, reject) => {
+    const { port } = new URL(platform.url)
+    const socket = net.connect(Number(port), "127.0.0.1")
+    const chunks: Array<Buffer> = []
+    socket.on("data", (chunk) => chunks.push(chunk))
+    socket.on("error", reject)
+    socket.on("close", () => {
+      const [head = "", body = ""] = Buffer.concat(chunks).toString("utf8").split("\r\n\r\n")
+      resolve({ status: Number(head.split(" ")[1]), headers: head.toLowerCase(), body: JSON.parse(body) })
+    })
+    socket.write(request)
+  })
+
 const createWallet = async (api: ApiClient, chain: string, external_id: string) =>
   expectOk(await api.post<WalletView>("/api/v1/wallets", { external_id, label: external_id, chain }), 201)
 
@@ -658,21 +673,6 @@ describe("routes and methods", () => {
   })
 
   it("answers what Node's HTTP parser refuses in the error shape with an X-Request-Id, not a bare status line", async () => {
-    /** Sends `request` as raw bytes and reads the whole answer (the server closes the connection). */
-    const raw = (request: string) =>
-      new Promise<{ status: number; headers: string; body: unknown }>((resolve, reject) => {
-        const { port } = new URL(platform.url)
-        const socket = net.connect(Number(port), "127.0.0.1")
-        const chunks: Array<Buffer> = []
-        socket.on("data", (chunk) => chunks.push(chunk))
-        socket.on("error", reject)
-        socket.on("close", () => {
-          const text = Buffer.concat(chunks).toString("utf8")
-          const [head = "", body = ""] = text.split("\r\n\r\n")
-          resolve({ status: Number(head.split(" ")[1]), headers: head.toLowerCase(), body: JSON.parse(body) })
-        })
-        socket.write(request)
-      })
     const cases = [
       [`GET /api/v1/wallets?q=${"a".repeat(17_000)} HTTP/1.1\r\nHost: x\r\n\r\n`, 431, "headers_too_large"],
       [`GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${"b".repeat(17_000)}\r\n\r\n`, 431, "headers_too_large"],
@@ -680,7 +680,7 @@ describe("routes and methods", () => {
       ["GET /health HTTP/1.1\r\nBad Header: x\r\n\r\n", 400, "malformed_request"],
     ] as const
     for (const [request, status, code] of cases) {
-      const answer = await raw(request)
+      const answer = await rawExchange(request)
       expect({ status: answer.status, body: answer.body }).toEqual({
         status,
         body: {
@@ -791,22 +791,11 @@ describe("credentials before form", () => {
 
 describe("credentials headers given twice", () => {
   /** A GET with `headers` written as given (fetch would join a repeated header into one). */
-  const rawGet = (path: string, headers: ReadonlyArray<readonly [string, string]>) =>
-    new Promise<{ status: number; body: { error?: { code: string; message: string } } }>(
-      (resolve, reject) => {
-        const { port } = new URL(platform.url)
-        const socket = net.connect(Number(port), "127.0.0.1")
-        const chunks: Array<Buffer> = []
-        socket.on("data", (chunk) => chunks.push(chunk))
-        socket.on("error", reject)
-        socket.on("close", () => {
-          const [head = "", body = ""] = Buffer.concat(chunks).toString("utf8").split("\r\n\r\n")
-          resolve({ status: Number(head.split(" ")[1]), body: JSON.parse(body) })
-        })
-        const lines = headers.map(([name, value]) => `${name}: ${value}\r\n`).join("")
-        socket.write(`GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n${lines}\r\n`)
-      },
-    )
+  const rawGet = async (path: string, headers: ReadonlyArray<readonly [string, string]>) => {
+    const lines = headers.map(([name, value]) => `${name}: ${value}\r\n`).join("")
+    const answer = await rawExchange(`GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n${lines}\r\n`)
+    return answer as typeof answer & { readonly body: { error?: { code: string; message: string } } }
+  }
 
   it("refuses two Authorization or two X-Tenant-Id headers 401 duplicate_credentials, even when both are right", async () => {
     const a = await registerTenant(platform.url)
