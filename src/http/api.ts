@@ -481,6 +481,7 @@ export class PaymentsApi extends HttpApiGroup.make("payments")
           note: Schema.optional(Text),
           from_wallet: Schema.optional(Text),
           metadata: Schema.optional(Metadata),
+          chain: Schema.optional(Text),
         }),
         success: Transaction,
       }),

@@ -1058,6 +1058,14 @@ const payCases: ReadonlyArray<Case> = (() => {
       refused(400, "invalid_parameter", "amount"),
     ),
     pay("missing recipient", { amount: "1", token: "USDC" }, refused(400, "invalid_parameter", "recipient")),
+    pay("an unknown chain", { ...valid, chain: "dogecoin" }, refused(400, "unsupported_chain", "chain")),
+    pay("chain a number", { ...valid, chain: 1 }, refused(400, "invalid_parameter", "chain")),
+    pay("chain empty", { ...valid, chain: "" }, refused(400, "unsupported_chain", "chain")),
+    pay(
+      "a token the chain does not carry (USDC on tron)",
+      { ...valid, chain: "tron" },
+      refused(400, "unknown_token", "token"),
+    ),
     pay("unknown token DAI", { ...valid, token: "DAI" }, refused(400, "unknown_token", "token")),
     pay("lower-case token usdc", { ...valid, token: "usdc" }, refused(400, "unknown_token", "token")),
     pay(

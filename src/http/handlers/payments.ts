@@ -14,6 +14,7 @@ import {
   parseRecipient,
 } from "../../../domain/platform/identifiers.ts"
 import { parseTimestamp } from "../../../domain/platform/timestamp.ts"
+import { isWalletChain, walletChains } from "../../../domain/platform/tokens.ts"
 import {
   ensureAccounts,
   escrowAccount,
@@ -57,6 +58,8 @@ interface PayPayload {
   readonly note?: string | undefined
   readonly from_wallet?: string | undefined
   readonly metadata?: Readonly<Record<string, string>> | undefined
+  /** The chain of the token paid with; the paying wallet's own chain when absent. */
+  readonly chain?: string | undefined
 }
 
 const checkMetadata = (metadata: Readonly<Record<string, string>>): Effect.Effect<void, ApiError> => {
@@ -291,6 +294,14 @@ const pay = (payload: PayPayload) =>
       return yield* badRequest("invalid_note", `note is at most ${textLengths.note.max} characters.`, "note")
     }
     yield* checkMetadata(payload.metadata ?? {})
+    const chain = payload.chain?.trim().toLowerCase()
+    if (chain !== undefined && !isWalletChain(chain)) {
+      return yield* badRequest(
+        "unsupported_chain",
+        `chain must be one of ${walletChains.join(", ")}.`,
+        "chain",
+      )
+    }
     // Everything that depends on the tenant's state (the default wallet, the recipient's link, the
     // payer's chain and so its token and decimals) is read inside `idempotent`: a retry of a payment
     // that took effect is its stored answer, whatever changed since. Accounts open there too: a
@@ -298,7 +309,7 @@ const pay = (payload: PayPayload) =>
     return yield* idempotent(caller, "payments.pay", payload, (ticket) =>
       Effect.gen(function* () {
         const { payer, to_wallet_id } = yield* resolveParties(caller, payload.from_wallet, recipient.success)
-        const asset = yield* tokenOn(payer.chain, payload.token)
+        const asset = yield* tokenOn(chain ?? payer.chain, payload.token)
         const amount = yield* parseMoney(payload.amount, asset, payment_whole_units_max)
         if (to_wallet_id === payer.wallet_id) {
           return yield* unprocessable(
@@ -308,6 +319,31 @@ const pay = (payload: PayPayload) =>
           )
         }
         const ledger = ledgerOf(caller.tenant_id, caller.environment)
+        const plan = planPayment(
+          caller,
+          payer,
+          to_wallet_id,
+          asset,
+          amount,
+          recipient.success,
+          payload,
+          platform.settings.pending_payment_expiry_ms,
+        )
+        // A token of another chain is held only once one arrived by social payment: a wallet
+        // without it has nothing to pay with, and no account is opened for it by asking.
+        if (asset.chain !== payer.chain) {
+          const { state } = yield* mapLedgerErrors(platform.writer.snapshot(ledger))
+          if (!state.accounts.has(walletAccountId(payer.wallet_id, asset))) {
+            const refused = new ApiError({
+              status: 422,
+              code: "insufficient_funds",
+              message: `Wallet ${payer.wallet_id} holds no ${asset.symbol} of ${asset.chain} (a wallet on ${payer.chain} holds another chain's token only once one was paid to it). The refused payment is recorded as ${plan.row.transaction_id} (failed).`,
+              param: "chain",
+            })
+            yield* recordFailed(plan.row, refused, ticket)
+            return yield* Effect.fail(refused)
+          }
+        }
         const accounts =
           to_wallet_id === null
             ? [walletAccount(payer.wallet_id, asset), escrowAccount(asset)]
@@ -318,20 +354,7 @@ const pay = (payload: PayPayload) =>
             correlation_id: request_id,
           }),
         )
-        return yield* execute(
-          caller,
-          planPayment(
-            caller,
-            payer,
-            to_wallet_id,
-            asset,
-            amount,
-            recipient.success,
-            payload,
-            platform.settings.pending_payment_expiry_ms,
-          ),
-          ticket,
-        )
+        return yield* execute(caller, plan, ticket)
       }),
     )
   })
