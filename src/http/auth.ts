@@ -30,6 +30,14 @@ const refusals = {
   }),
 } as const
 
+const tooManyRefusals = (retry_after_s: number) =>
+  new ApiError({
+    status: 429,
+    code: "rate_limited",
+    message: `Too many requests with API keys that are not valid from this address (over ${failed_authentication_rate_per_s}/s): until it slows down, only keys this server has already found valid are checked.`,
+    headers: { "retry-after": String(retry_after_s) },
+  })
+
 /**
  * A credentials header sent twice. Node keeps the first `Authorization` and drops the rest, and joins
  * repeated `X-Tenant-Id`s with ", ": one answered as if the second were not there, the other as an
@@ -107,16 +115,7 @@ export const AuthenticationLive = Layer.effect(
               now_ms,
               running,
             )
-            if (!admitted.allowed) {
-              return yield* Effect.die(
-                new ApiError({
-                  status: 429,
-                  code: "rate_limited",
-                  message: `Too many requests with API keys that are not valid from this address (over ${failed_authentication_rate_per_s}/s): until it slows down, only keys this server has already found valid are checked.`,
-                  headers: { "retry-after": String(admitted.retry_after_s) },
-                }),
-              )
-            }
+            if (!admitted.allowed) return yield* Effect.die(tooManyRefusals(admitted.retry_after_s))
             lookupsRunning.set(address, running + 1)
             outcome = yield* Effect.promise(() =>
               platform.keys.authenticate(api_key, tenant_id, now_ms),
@@ -131,10 +130,13 @@ export const AuthenticationLive = Layer.effect(
             )
           }
           if (outcome.kind !== "ok") {
-            platform.limiter.admit(
+            const counted = platform.limiter.admit(
               [{ key: failures(), rate_per_s: failed_authentication_rate_per_s }],
               now_ms,
             )
+            // A refusal answered from the cache (the same bad key again) costs no lookup, but it is
+            // one of the address's refusals all the same: past the budget it is a 429 too.
+            if (!counted.allowed) return yield* Effect.die(tooManyRefusals(counted.retry_after_s))
             return yield* Effect.die(refusals[outcome.kind])
           }
           const { caller } = outcome

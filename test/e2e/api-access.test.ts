@@ -753,6 +753,20 @@ describe("keys that are not valid", () => {
     expect(burst.filter((answer) => answer.status === 429).length).toBe(120 - looked_up)
     await sleep(2_500) // the address's budget refills for the tests after this one
   })
+
+  it("count when the same bad key is sent again and again: answered from the cache, past the budget they are 429 too", async () => {
+    const same = apiClient(platform.url, { tenant_id: "ten_guess", api_key: "sk_sandbox_the_same_bad_key" })
+    const statuses: Array<number> = []
+    for (let round = 0; round < 40 && !statuses.includes(429); round++) {
+      for (const answer of await Promise.all(Array.from({ length: 10 }, () => same.get("/api/v1/wallets")))) {
+        statuses.push(answer.status)
+      }
+    }
+    expect(statuses.slice(0, 30)).toEqual(Array(30).fill(401))
+    expect(statuses).toContain(429)
+    expect(statuses.every((status) => status === 401 || status === 429)).toBe(true)
+    await sleep(2_500) // the address's budget refills for the tests after this one
+  })
 })
 
 describe("credentials before form", () => {
