@@ -9,8 +9,12 @@
 const year_min = 1
 const year_max = 9999
 
+/**
+ * A space stands for `+` before the offset: in a query string an unencoded `+` arrives as a space
+ * (`?created_gte=2026-11-24T07:07:03+01:00` as typed), and no other reading of it is possible.
+ */
 const rfc3339 =
-  /^(\d{4})-(\d{2})-(\d{2})(?:[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?([Zz]|([+-])(\d{2}):(\d{2})))?$/
+  /^(\d{4})-(\d{2})-(\d{2})(?:[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?([Zz]|([+ -])(\d{2}):(\d{2})))?$/
 
 /**
  * The time `text` names, in UTC (`...Z`, its decimals of a second kept: microseconds exact), or
@@ -20,6 +24,7 @@ const rfc3339 =
  * ±15:59, RFC 3339 allows up to ±23:59.
  * @example parseTimestamp("2026-11-24T06:07:03.9999Z") // "2026-11-24T06:07:03.9999Z"
  * @example parseTimestamp("2026-11-24T07:07:03+01:00") // "2026-11-24T06:07:03Z"
+ * @example parseTimestamp("2026-11-24T07:07:03 01:00") // "2026-11-24T06:07:03Z" (a `+` decoded as a space)
  * @example parseTimestamp("2026-11-24") // "2026-11-24T00:00:00Z"
  * @example parseTimestamp("2026-02-30T00:00:00Z") // undefined
  */

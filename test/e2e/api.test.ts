@@ -787,6 +787,9 @@ describe("Idempotency-Key on payments", () => {
     expect(await idsWithin(`created_lt=${encodeURIComponent(created_at)}`)).toEqual([])
     const shifted = new Date(Date.parse(created_at) + 3_600_000).toISOString().replace("Z", "+01:00")
     expect(await idsWithin(`created_gte=${encodeURIComponent(shifted)}`)).toEqual([...ids])
+    // Typed as written, the + arrives as a space: read as the + it was.
+    expect(await idsWithin(`created_gte=${shifted}`)).toEqual([...ids])
+    expect(await idsWithin(`created_lt=${shifted}`)).toEqual([])
     // Offsets up to ±23:59 (RFC 3339), past the ±15:59 PostgreSQL reads itself: the same instant.
     const far_east = new Date(Date.parse(created_at) + 86_340_000).toISOString().replace("Z", "+23:59")
     expect(await idsWithin(`created_gte=${encodeURIComponent(far_east)}`)).toEqual([...ids])

@@ -11,6 +11,8 @@ describe("parseTimestamp", () => {
     ["2026-11-24t06:07:03z", "2026-11-24T06:07:03Z"],
     ["2026-11-24T07:07:03+01:00", "2026-11-24T06:07:03Z"],
     ["2026-11-24T01:07:03-05:00", "2026-11-24T06:07:03Z"],
+    // An unencoded + in a query string arrives as a space.
+    ["2026-11-24T07:07:03 01:00", "2026-11-24T06:07:03Z"],
     // Offsets past PostgreSQL's ±15:59, which RFC 3339 allows, across a day, a month and a year.
     ["2026-11-24T13:35:00+23:59", "2026-11-23T13:36:00Z"],
     ["2026-11-24T13:35:00.000001-16:00", "2026-11-25T05:35:00.000001Z"],
@@ -44,6 +46,8 @@ describe("parseTimestamp", () => {
     ["a bad offset", "2026-11-24T06:07:03+24:00"],
     ["a compact offset", "2026-11-24T06:07:03+0100"],
     ["a space for T", "2026-11-24 06:07:03Z"],
+    ["two spaces before the offset", "2026-11-24T07:07:03  01:00"],
+    ["a space after the offset's sign", "2026-11-24T07:07:03+ 01:00"],
     ["minutes only", "2026-11-24T06:07Z"],
     ["unix seconds", "1764000000"],
     ["a month name", "Nov 24 2026"],
