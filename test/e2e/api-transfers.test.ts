@@ -19,6 +19,7 @@ import pg from "pg"
 import { type Address, createPublicClient, erc20Abi, http } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
+import { chains } from "../../domain/chains/registry.ts"
 import { paymentFee } from "../../domain/ledger/fee.ts"
 import { formatAmount } from "../../domain/money/amount.ts"
 import type {
@@ -133,9 +134,19 @@ describe("GET /api/v2/chains with a local ethereum and a local solana", () => {
     // The sandbox's own mints, not mainnet's.
     expect(mints).not.toContain("EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v")
 
+    // The depth the local chains are final at, which their transfers' proofs show (mainnet's was
+    // shown: 64 blocks on ethereum, while sandbox transfers completed at 1).
+    expect(ethereum?.confirmations).toMatchObject({ count: 1, unit: "blocks" })
+    expect(ethereum?.confirmations.reason).toMatch(/final at 1; on mainnet the platform waits 64/)
+    expect(solana?.confirmations).toMatchObject({ count: 2, unit: "slots" })
+
     for (const other of body.data.filter((chain) => !["ethereum", "solana"].includes(chain.chain))) {
       expect(other).toMatchObject({ gas: null, gas_status: "unavailable" })
       for (const token of other.tokens) expect(token.contract_address).toBeNull()
+      // No chain runs here: the registry's policy, as production would wait.
+      expect(other.confirmations.count).toBe(
+        chains.find((chain) => chain.chain === other.chain)?.confirmations.count,
+      )
     }
   })
 })

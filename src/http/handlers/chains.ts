@@ -60,6 +60,25 @@ const liveGas = (
       ),
     )
 
+/**
+ * The depth transfers and deposits wait for where the caller's transfers run: the registry's
+ * policy, unless the chain running there is final sooner (the sandbox's local chains: no
+ * reorganisations, so 1 block, or 2 slots on Solana).
+ */
+const confirmationsIn = (
+  chain: ChainDefinition,
+  environment: Environment,
+  running: RunningChain | undefined,
+) => {
+  const policy = chain.confirmations
+  if (running === undefined || running.finality_confirmations === policy.count) return policy
+  return {
+    count: running.finality_confirmations,
+    unit: policy.unit,
+    reason: `The ${environment}'s local chain reorganises nothing, so it is final at ${running.finality_confirmations}; on mainnet the platform waits ${policy.count}: ${policy.reason}`,
+  }
+}
+
 /** One chain's entry for callers in `environment`. */
 export const chainView = (
   chain: ChainDefinition,
@@ -72,7 +91,7 @@ export const chainView = (
   family: chain.family,
   chain_id: chain.chain_id,
   native_token: chain.native_token,
-  confirmations: chain.confirmations,
+  confirmations: confirmationsIn(chain, environment, running),
   tokens: chain.tokens.map((deployment) => ({
     token: deployment.symbol,
     decimals: deployment.decimals,
