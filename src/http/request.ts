@@ -152,12 +152,13 @@ const wrongMethod = (known: ApiError, request: HttpServerRequest.HttpServerReque
         "Nothing is at this path: one of its ids is longer than 100 characters or not valid percent-encoding.",
     })
   }
+  // HEAD is served wherever GET is.
+  const allow = (allowed.includes("GET") ? [...allowed, "HEAD"].sort() : allowed).join(", ")
   return new ApiError({
     status: 405,
     code: "method_not_allowed",
-    message: `${request.method} is not served here; this path takes ${allowed.join(", ")}.`,
-    // HEAD is served wherever GET is.
-    headers: { allow: (allowed.includes("GET") ? [...allowed, "HEAD"].sort() : allowed).join(", ") },
+    message: `${request.method} is not served here; this path takes ${allow}.`,
+    headers: { allow },
   })
 }
 

@@ -633,7 +633,10 @@ describe("routes and methods", () => {
   it("answers a method a path does not take with 405 and Allow, an unknown path with 404, both in the error shape", async () => {
     const ask = async (method: string, path: string) => {
       const response = await fetch(`${platform.url}${path}`, { method })
-      const body = method === "HEAD" ? undefined : ((await response.json()) as { error: { code: string } })
+      const body =
+        method === "HEAD"
+          ? undefined
+          : ((await response.json()) as { error: { code: string; message: string } })
       return {
         status: response.status,
         allow: response.headers.get("allow"),
@@ -662,6 +665,9 @@ describe("routes and methods", () => {
         allow,
         code: "method_not_allowed",
       })
+      // The message names what Allow does (it left HEAD out).
+      if (answer.allow !== null)
+        expect(answer.body?.error.message).toContain(`this path takes ${answer.allow}.`)
       expect(answer.id).toMatch(/^req_/)
     }
     const unknown = await ask("GET", "/api/v1/nothing-here")
