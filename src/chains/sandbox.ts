@@ -10,7 +10,7 @@ import { assert } from "../../domain/assert.ts"
 import { chainDefinition, type TokenSymbol } from "../../domain/chains/registry.ts"
 import { deriveAddress, deriveSigningKey, type EvmChain } from "../../domain/custody/derive.ts"
 import { type AnvilNode, startAnvil } from "./anvil.ts"
-import { deployStablecoin, mintStablecoin } from "./stablecoin.ts"
+import { confirmStablecoinMint, deployStablecoin, sendStablecoinMint } from "./stablecoin.ts"
 
 /** Seconds between blocks of a local chain. */
 export const sandbox_block_time_seconds = 1
@@ -31,8 +31,11 @@ export interface SandboxChain {
   readonly rpc_url: string
   readonly issuer_address: Address
   readonly contracts: ReadonlyMap<TokenSymbol, Address>
-  /** Mints the token to `address` and tops up its gas; calls are serialised (one issuer nonce). */
-  readonly fund: (address: string, token: TokenSymbol, amount: bigint) => Promise<void>
+  /**
+   * Mints the token to `address` and tops up its gas. Sends are serialised (one issuer nonce); a
+   * call whose `signal` aborts before its send sends nothing.
+   */
+  readonly fund: (address: string, token: TokenSymbol, amount: bigint, signal?: AbortSignal) => Promise<void>
   readonly stop: () => Promise<void>
 }
 
@@ -67,16 +70,26 @@ export async function startSandboxChain(chain: EvmChain): Promise<SandboxChain> 
       })
       contracts.set(token.symbol, address)
     }
-    let queue: Promise<void> = Promise.resolve()
-    const fund = (address: string, token: TokenSymbol, amount: bigint): Promise<void> => {
+    // Sends take the issuer's nonces one after the other; their receipts are awaited together, so
+    // a burst of mints lands in a block or two (awaiting each receipt in turn took a block each: 30
+    // faucet calls at once queued for 30 s).
+    let sends: Promise<unknown> = Promise.resolve()
+    const fund = async (
+      address: string,
+      token: TokenSymbol,
+      amount: bigint,
+      signal?: AbortSignal,
+    ): Promise<void> => {
       const contract = contracts.get(token)
       assert(contract !== undefined, `${token} is deployed on ${chain}`)
-      const run = queue.then(async () => {
-        await mintStablecoin({ rpc_url: node.rpc_url, issuer, contract, to: address as Address, amount })
-        await topUpGas(node, address)
+      const sent = sends.then(() => {
+        // A caller that gave up while its mint waited its turn gets none: nothing lands later.
+        signal?.throwIfAborted()
+        return sendStablecoinMint({ rpc_url: node.rpc_url, issuer, contract, to: address as Address, amount })
       })
-      queue = run.catch(() => {})
-      return run
+      sends = sent.catch(() => {})
+      await confirmStablecoinMint(node.rpc_url, await sent)
+      await topUpGas(node, address)
     }
     return {
       chain,

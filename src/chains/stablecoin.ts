@@ -63,23 +63,27 @@ export interface StablecoinMint {
 }
 
 /**
- * Mints as the issuer and waits for the receipt. One issuer must not mint concurrently on one chain
- * (each call reads the pending nonce): callers serialise.
- * @example await mintStablecoin({ rpc_url, issuer, contract, to: "0x...", amount: 1_000_000n })
+ * Sends a mint as the issuer and answers its transaction hash, once the node accepted it (so the
+ * issuer's next mint takes the next nonce). One issuer must not send concurrently on one chain (each
+ * call reads the pending nonce): callers serialise the sends; the receipts may be awaited together.
+ * @example const hash = await sendStablecoinMint({ rpc_url, issuer, contract, to: "0x...", amount: 1_000_000n })
  */
-export async function mintStablecoin(mint: StablecoinMint): Promise<void> {
+export async function sendStablecoinMint(mint: StablecoinMint): Promise<Hex> {
   assert(mint.amount > 0n, "a mint amount is positive")
   const account = privateKeyToAccount(`0x${bytesToHex(mint.issuer.exposeSecret())}`)
-  const transport = http(mint.rpc_url)
-  const wallet = createWalletClient({ account, transport })
-  const client = createPublicClient({ transport, pollingInterval: 50 })
-  const hash = await wallet.writeContract({
+  const wallet = createWalletClient({ account, transport: http(mint.rpc_url) })
+  return await wallet.writeContract({
     address: mint.contract,
     abi: stablecoin_abi,
     functionName: "mint",
     args: [mint.to, mint.amount],
     chain: null,
   })
+}
+
+/** Waits until the mint `hash` is in a block, and checks that it succeeded. */
+export async function confirmStablecoinMint(rpc_url: string, hash: Hex): Promise<void> {
+  const client = createPublicClient({ transport: http(rpc_url), pollingInterval: 50 })
   const receipt = await client.waitForTransactionReceipt({ hash })
   assert(receipt.status === "success", "an issuer's mint succeeds")
 }

@@ -19,9 +19,11 @@ export interface RunningChain {
   readonly gas_probe_address: string
   /**
    * Sandbox only: mints `amount` of the token on chain to `address` and tops up its gas; null where
-   * the chain does not run locally.
+   * the chain does not run locally. Once `signal` aborts, a mint not yet sent is not sent.
    */
-  readonly fund: ((address: string, token: TokenSymbol, amount: bigint) => Promise<void>) | null
+  readonly fund:
+    | ((address: string, token: TokenSymbol, amount: bigint, signal?: AbortSignal) => Promise<void>)
+    | null
   /** Blocks (the including one counted) after which a transfer or deposit on it is final. */
   readonly finality_confirmations: number
   /**

@@ -380,3 +380,43 @@ describe("deposits from outside the platform", () => {
     expect(group(await reconcileNow(), "USDC")).toMatchObject({ status: "matched" })
   })
 })
+
+describe("the sandbox faucet under a burst", () => {
+  it("credits 30 concurrent calls in seconds, each minted once: the chain holds exactly what the ledger owes", async () => {
+    // Mints waited for their receipts one after the other, a block (1 s) each: past the 20 s
+    // deadline the rest were answered 503 "nothing was credited" and minted all the same (drift).
+    const { client: tenant } = await registerTenant(platform.url)
+    const wallets = await Promise.all(
+      ["burst-usdc", "burst-usdt"].map(async (external_id) =>
+        expectOk(
+          await tenant.post<typeof Wallet.Type>("/api/v1/wallets", {
+            external_id,
+            label: external_id,
+            chain: "ethereum",
+          }),
+          201,
+        ),
+      ),
+    )
+    const answers = await Promise.all(
+      Array.from({ length: 30 }, (_, i) =>
+        tenant.post("/api/v1/sandbox/faucet", {
+          wallet_id: wallets[i % 2]?.wallet_id,
+          token: i % 2 === 0 ? "USDC" : "USDT",
+          amount: "1.5",
+        }),
+      ),
+    )
+    expect(answers.map((answer) => answer.status)).toEqual(Array(30).fill(200))
+    const reports = expectOk(
+      await tenant.post<{ data: ReadonlyArray<Report> }>("/api/v2/reconciliation/runs", {}),
+    ).data
+    for (const token of ["USDC", "USDT"]) {
+      expect(reports.find((report) => report.chain === "ethereum" && report.token === token)).toMatchObject({
+        status: "matched",
+        ledger_balance: "22.50",
+        on_chain_balance: "22.50",
+      })
+    }
+  })
+})

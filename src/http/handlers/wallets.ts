@@ -222,7 +222,9 @@ const faucet = (payload: { wallet_id: string; token: string; amount: number | st
         if (running?.fund != null && !credited) {
           const fund = running.fund
           yield* Effect.tryPromise({
-            try: () => fund(wallet.address, asset.symbol as TokenSymbol, amount),
+            // The deadline aborts a mint still waiting its turn: it is never sent, so nothing lands
+            // on chain that the 503 says was not credited.
+            try: (signal) => fund(wallet.address, asset.symbol as TokenSymbol, amount, signal),
             catch: (error) => chainUnavailable(wallet.chain, error),
           }).pipe(
             // A node that stops answering gets a deadline, not its client's retries (80 s and more).
