@@ -16,6 +16,7 @@ import {
   inTransaction,
   isSealedBody,
   type ResponseSealer,
+  rerun_status,
   type StoredResponse,
   storeResponses,
 } from "../platform/idempotency.ts"
@@ -164,7 +165,12 @@ export const idempotent = <A, R>(
       const stored = yield* Effect.promise(() =>
         findStoredResponse(pool, scope.tenant_id, scope.environment, key),
       )
-      if (stored !== undefined && stored.fingerprint === fingerprint) return yield* replay(stored, sealer)
+      if (
+        stored !== undefined &&
+        stored.fingerprint === fingerprint &&
+        stored.response_status !== rerun_status
+      )
+        return yield* replay(stored, sealer)
       // Nothing stored: the first failed (this duplicate shares its error), or its run stores no
       // response and is idempotent itself (the faucet replays in the ledger): run it again, so that
       // this duplicate is answered as the replay it is.
@@ -184,6 +190,8 @@ export const idempotent = <A, R>(
         if (isSealedBody(stored.response_body)) yield* storedBody(stored, sealer)
         return yield* reused
       }
+      // The key was taken by a request that answers its retry by running again (the faucet).
+      if (stored.response_status === rerun_status) return yield* run(ticket)
       return yield* replay(stored, sealer)
     })
     return yield* first.pipe(

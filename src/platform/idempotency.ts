@@ -54,6 +54,13 @@ export const findStoredResponse = async (
   ).rows[0]
 
 /**
+ * The status of a record that takes its key without a response to replay: the request's effect is
+ * idempotent by itself (the faucet's credit replays in the ledger, and its answer is the balance as
+ * it is now), so a retry with the key runs it again, while any other request with the key is a 409.
+ */
+export const rerun_status = 0
+
+/**
  * The fingerprint of a record whose request's own fingerprint was never kept (a key copied by a
  * migration): it matches any request of `operation`, and no request of another.
  * @example anyRequestOf("transfers.create") // "any:transfers.create"

@@ -694,6 +694,39 @@ describe("input at the edge of every limit", () => {
   })
 })
 
+describe("Idempotency-Key on the faucet", () => {
+  it("takes the key for every endpoint, and a retry credits once and answers the balance as it is now", async () => {
+    const { client: api } = await registerTenant(platform.url)
+    const wallet = await createWallet(api, "ethereum", "faucet-key")
+    const key = { "idempotency-key": "faucet-once" }
+    const body = { wallet_id: wallet.wallet_id, token: "USDC", amount: "7" }
+    // Ten at once: one credit.
+    const first = await Promise.all(
+      Array.from({ length: 10 }, () => api.post("/api/v1/sandbox/faucet", body, key)),
+    )
+    expect(first.map((answer) => answer.status)).toEqual(Array(10).fill(200))
+    expect(await usdcOf(api, wallet.wallet_id)).toEqual({ amount: "7.00", reserved: "0.00" })
+    // Other endpoints refuse the key (a wallet, an identity and a webhook were created with it).
+    const reused = [
+      await api.post("/api/v1/wallets", { external_id: "x", label: "x", chain: "ethereum" }, key),
+      await api.post(
+        "/api/v1/identities",
+        { wallet_id: wallet.wallet_id, kind: "email", value: "fk@example.com" },
+        key,
+      ),
+      await api.post("/api/v1/webhooks", { url: receiver.url, events: ["wallet.created"], secret }, key),
+      await api.post("/api/v1/sandbox/faucet", { ...body, amount: "8" }, key),
+    ]
+    for (const answer of reused) expectError(answer, 409, "idempotency_key_reused")
+    expect(expectOk(await api.get<Page<WalletView>>("/api/v1/wallets")).data).toHaveLength(1)
+    // The retry replays (it answered 409 after another endpoint had used the key), crediting nothing.
+    await fund(api, wallet.wallet_id, "1")
+    const retry = await api.post<BalanceView>("/api/v1/sandbox/faucet", body, key)
+    expect(retry.headers.get("idempotent-replayed")).toBe("true")
+    expect(expectOk(retry).tokens.find((token) => token.token === "USDC")?.amount).toBe("8.00")
+  })
+})
+
 // --- 3. insufficient funds --------------------------------------------------------------------
 
 describe("a payment the payer cannot afford", () => {

@@ -23,8 +23,9 @@ import {
 } from "../../platform/accounts.ts"
 import { walletBalances } from "../../platform/balances.ts"
 import type { Caller } from "../../platform/credentials.ts"
-import { inTransaction, storeResponses } from "../../platform/idempotency.ts"
+import { inTransaction, rerun_status, storeResponses } from "../../platform/idempotency.ts"
 import { idPrefixes, newId } from "../../platform/ids.ts"
+import type { LedgerAttachment } from "../../platform/payments.ts"
 import { Platform } from "../../platform/service.ts"
 import {
   defaultWalletId,
@@ -261,10 +262,18 @@ const faucet = (payload: { wallet_id: string; token: string; amount: number | st
             {
               ...context,
               // A retry replays in the ledger (same key, same body) and then reads the balance afresh,
-              // so no response is stored: the balance of a replay is today's, not yesterday's.
+              // so no response is stored: the balance of a replay is today's, not yesterday's. The key
+              // is taken all the same, with the credit, so that no other endpoint uses it.
               ...(ticket === undefined
                 ? {}
-                : { idempotency_key: `api:${ticket.idempotency_key}`, fingerprint: ticket.fingerprint }),
+                : {
+                    idempotency_key: `api:${ticket.idempotency_key}`,
+                    fingerprint: ticket.fingerprint,
+                    attachment: {
+                      kind: "response",
+                      stored: storedResponse(ticket, rerun_status, {}),
+                    } satisfies LedgerAttachment,
+                  }),
             },
           ),
         )
