@@ -19,6 +19,8 @@ export interface PlatformConfig {
   readonly webhookRetryBaseMs: number
   /** Between two scheduled reconciliations of ledger liabilities with on-chain custody balances. */
   readonly reconciliationIntervalMs: number
+  /** Between two sweeps for pending payments whose recipient is linked (left by a crash). */
+  readonly settlementSweepIntervalMs: number
   /** EVM chains the sandbox runs locally (one anvil each); empty: none. */
   readonly sandboxEvmChains: ReadonlyArray<EvmChain>
   /** Whether the sandbox runs its local Solana chain (LiteSVM in this process). */
@@ -149,6 +151,7 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): PlatformConfig
       positiveInteger(env, "PAYMENT_PENDING_EXPIRY_SECONDS", 7 * 24 * 3600, 365 * 24 * 3600) * 1000,
     webhookRetryBaseMs: positiveInteger(env, "WEBHOOK_RETRY_BASE_MS", 30_000, 3_600_000),
     reconciliationIntervalMs: positiveInteger(env, "RECONCILIATION_INTERVAL_SECONDS", 60, 86_400) * 1000,
+    settlementSweepIntervalMs: positiveInteger(env, "SETTLEMENT_SWEEP_INTERVAL_SECONDS", 5, 86_400) * 1000,
     sandboxEvmChains: sandboxEvmChains(env),
     sandboxSolana: onByDefault(env, "SANDBOX_SOLANA"),
     sandboxTon: onByDefault(env, "SANDBOX_TON"),

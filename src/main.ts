@@ -467,8 +467,7 @@ const PlatformLive = Layer.effect(
   }),
 )
 
-/** Completes payments whose recipient got linked while nobody was settling (a crash, a race). */
-const settlement_sweep_interval_ms = 5_000
+/** Completes payments whose recipient got linked while nobody was settling (a crash). */
 const SettlementSweeperLive = Layer.effectDiscard(
   Effect.gen(function* () {
     const { pool, writer } = yield* Platform
@@ -480,7 +479,7 @@ const SettlementSweeperLive = Layer.effectDiscard(
         { discard: true },
       )
     }).pipe(Effect.catchCause((cause) => Effect.logWarning("settlement sweep failed", Cause.pretty(cause))))
-    yield* Effect.forkScoped(sweep.pipe(Effect.repeat(Schedule.spaced(settlement_sweep_interval_ms))))
+    yield* Effect.forkScoped(sweep.pipe(Effect.repeat(Schedule.spaced(config.settlementSweepIntervalMs))))
   }),
 )
 

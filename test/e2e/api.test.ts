@@ -536,6 +536,46 @@ describe("payments to an identifier nobody has linked yet", () => {
     )
   })
 
+  it("completes at once the payments that raced the link (no link when they looked, committed after it settled), not by the sweeper", async () => {
+    // A platform whose settlement sweeper would only run in an hour: what completes, the payments
+    // completed themselves.
+    const unswept = await startPlatform({ SETTLEMENT_SWEEP_INTERVAL_SECONDS: "3600" })
+    try {
+      const { client: api } = await registerTenant(unswept.url)
+      const payer = await createWallet(api, "ethereum", "racing-payer")
+      const payee = await createWallet(api, "ethereum", "racing-payee")
+      await fund(api, payer.wallet_id, "10")
+      for (let round = 0; round < 3; round++) {
+        const value = `racing-${round}@example.com`
+        const racing = (r: number) =>
+          pay(api, { recipient: value, amount: "0.01", token: "USDC", from_wallet: payer.wallet_id }).then(
+            (answer) => ({ answer, r }),
+          )
+        const [before, linked, after] = await Promise.all([
+          Promise.all(Array.from({ length: 15 }, (_, r) => racing(r))),
+          api.post<IdentityView>("/api/v1/identities", { wallet_id: payee.wallet_id, kind: "email", value }),
+          Promise.all(Array.from({ length: 15 }, (_, r) => racing(15 + r))),
+        ])
+        expectOk(linked, 201)
+        const ids = [...before, ...after].map(({ answer }) => expectOk(answer).transaction_id)
+        const states = await poll(
+          `the payments to ${value}`,
+          () =>
+            Promise.all(
+              ids.map(
+                async (id) => expectOk(await api.get<TransactionView>(`/api/v1/transactions/${id}`)).status,
+              ),
+            ),
+          (statuses) => statuses.every((status) => status === "completed"),
+          20_000,
+        )
+        expect(states).toEqual(Array(30).fill("completed"))
+      }
+    } finally {
+      await unswept.stop()
+    }
+  }, 180_000)
+
   it("completes on link every payment waiting for the identifier, more than one page of them", async () => {
     const payer = await createWallet(client, "ethereum", "many-payer")
     const payee = await createWallet(client, "ethereum", "many-payee")

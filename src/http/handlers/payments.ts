@@ -31,6 +31,7 @@ import { inTransaction, storeResponses } from "../../platform/idempotency.ts"
 import { idPrefixes, newId } from "../../platform/ids.ts"
 import { type LedgerAttachment, paymentEvent } from "../../platform/payments.ts"
 import { Platform } from "../../platform/service.ts"
+import { settleWaitingPayments } from "../../platform/settlement.ts"
 import {
   getPayment,
   insertPayments,
@@ -354,8 +355,36 @@ const pay = (payload: PayPayload) =>
             correlation_id: request_id,
           }),
         )
-        return yield* execute(caller, plan, ticket)
+        const view = yield* execute(caller, plan, ticket)
+        if (view.status === "pending") yield* settleIfLinkedMeanwhile(caller, view.recipient)
+        return view
       }),
+    )
+  })
+
+/**
+ * A pending payment whose recipient got linked while it was being made (after it found no link,
+ * before it committed) was missed by the link's settlement, which had looked before it committed:
+ * it waited for the sweeper (5 s). Looked at again after the commit, it is settled at once, in the
+ * background (a second settlement of the same payment is a replay in the ledger).
+ */
+const settleIfLinkedMeanwhile = (caller: Caller, recipient: string) =>
+  Effect.gen(function* () {
+    const platform = yield* Platform
+    const linked = yield* db(() =>
+      platform.pool.query<{ wallet_id: string }>(
+        `select wallet_id from platform.identities
+          where tenant_id = $1 and environment = $2 and value = $3 and unlinked_at is null`,
+        [caller.tenant_id, caller.environment, recipient],
+      ),
+    )
+    const holder = linked.rows[0]
+    if (holder === undefined) return
+    yield* settleWaitingPayments(platform.pool, platform.writer, caller, recipient, holder.wallet_id).pipe(
+      Effect.catchCause((cause) =>
+        Effect.logWarning("settlement after a pending payment failed; the sweeper retries", cause),
+      ),
+      Effect.forkDetach,
     )
   })
 
