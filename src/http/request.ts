@@ -102,8 +102,8 @@ interface Route {
 
 const routes: ReadonlyArray<Route> = (() => {
   const found: Array<Route> = [
-    { pattern: /^\/openapi\.json$/, method: "GET", body: false, query: undefined, authenticated: false },
-    { pattern: /^\/docs$/, method: "GET", body: false, query: undefined, authenticated: false },
+    { pattern: /^\/openapi\.json\/?$/, method: "GET", body: false, query: undefined, authenticated: false },
+    { pattern: /^\/docs\/?$/, method: "GET", body: false, query: undefined, authenticated: false },
   ]
   HttpApi.reflect(PlatformApi, {
     onGroup: () => {},
@@ -114,7 +114,9 @@ const routes: ReadonlyArray<Route> = (() => {
           segment.startsWith(":") ? "[^/]+" : segment.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"),
         )
       found.push({
-        pattern: new RegExp(`^${segments.join("/")}$`),
+        // The router ignores a trailing slash (`/api/v1/transactions/` is the list): so do the
+        // checks that look routes up here, or that spelling would skip them.
+        pattern: new RegExp(`^${segments.join("/")}/?$`),
         method: endpoint.method,
         body: endpoint.payload.size > 0,
         query: health_paths.has(endpoint.path)
@@ -250,8 +252,9 @@ const unknownQueryParameter = (request: HttpServerRequest.HttpServerRequest): Ap
   if (taken === undefined) return undefined
   const seen = new Set<string>()
   for (const [name, value] of new URLSearchParams(request.url.slice(at + 1))) {
-    // An empty cursor means the first page (a loop may send `starting_after=${next_cursor ?? ""}`).
-    if (value === "" && name !== "starting_after" && taken.includes(name)) {
+    // An empty cursor means the first page (a loop may send `starting_after=${next_cursor ?? ""}`);
+    // an empty limit is the limit's own 400 (`invalid_limit`, as any limit out of its range).
+    if (value === "" && name !== "starting_after" && name !== "limit" && taken.includes(name)) {
       return new ApiError({
         status: 400,
         code: "invalid_parameter",
