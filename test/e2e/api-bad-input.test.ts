@@ -440,7 +440,7 @@ const bodylessCases = (path: (f: Fixture) => string): ReadonlyArray<Case> => [
   ),
   endpoint("POST", path)("an array to a POST without a body", [1], refused(400, "invalid_parameter")),
   endpoint("POST", (f) => `${path(f)}/`)(
-    "a field to a POST without a body, after a trailing slash",
+    "a field, after a trailing slash",
     { wallet_id: "wal_x" },
     refused(400, "invalid_parameter", "wallet_id"),
   ),
