@@ -8,7 +8,7 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Address } from "@ton/core"
-import { Cause, Context, Effect, Exit, Layer, Logger, References, Runtime, Schedule } from "effect"
+import { Cause, Context, Effect, Exit, FiberSet, Layer, Logger, References, Runtime, Schedule } from "effect"
 import { makeEvmAdapter } from "../adapters/chains/evm/adapter.ts"
 import { makePostgresEventStore } from "../adapters/eventstore/postgres/event-store.ts"
 import { chainIdentifiers } from "../domain/chains/registry.ts"
@@ -452,6 +452,8 @@ const PlatformLive = Layer.effect(
     const writer = yield* LedgerWriter
     const engine = yield* WebhookEngine
     const custody = yield* CustodyVault
+    // Work started by a request that outlives its answer: interrupted when the platform stops.
+    const background = yield* FiberSet.make<void>()
     return {
       pool,
       writer,
@@ -463,6 +465,7 @@ const PlatformLive = Layer.effect(
       enqueue: enqueueOutbox,
       settings: { pending_payment_expiry_ms: config.pendingPaymentExpiryMs },
       redeliver: (scope, delivery_id) => redeliver(pool, engine.boss, scope, delivery_id),
+      background: (effect) => Effect.asVoid(FiberSet.run(background, effect)),
     }
   }),
 )

@@ -81,9 +81,9 @@ export async function sendStablecoinMint(mint: StablecoinMint): Promise<Hex> {
   })
 }
 
-/** Waits until the mint `hash` is in a block, and checks that it succeeded. */
-export async function confirmStablecoinMint(rpc_url: string, hash: Hex): Promise<void> {
+/** Waits until the mint `hash` is in a block, and checks that it succeeded; `signal` stops the wait. */
+export async function confirmStablecoinMint(rpc_url: string, hash: Hex, signal?: AbortSignal): Promise<void> {
   const client = createPublicClient({ transport: http(rpc_url), pollingInterval: 50 })
-  const receipt = await client.waitForTransactionReceipt({ hash })
+  const receipt = await client.waitForTransactionReceipt({ hash, signal })
   assert(receipt.status === "success", "an issuer's mint succeeds")
 }

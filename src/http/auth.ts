@@ -97,7 +97,7 @@ export const AuthenticationLive = Layer.effect(
           const failures = () => `auth-failures:${request.remoteAddress ?? "unknown"}`
           if (
             outcome === undefined &&
-            (platform.keys.lookingUp(api_key) || platform.keys.knownKey(api_key, tenant_id))
+            (platform.keys.lookingUp(api_key) || platform.keys.knownKey(api_key, tenant_id, now_ms))
           ) {
             // Another request with this key is being looked up, and its answer is this one's; or
             // the key was this tenant's when last looked up: a key in use is checked again each
@@ -129,6 +129,9 @@ export const AuthenticationLive = Layer.effect(
               ),
             )
           }
+          // A production key of a tenant whose verification lapsed is a real key, not a guess: its
+          // 403 does not use up the address's budget.
+          if (outcome.kind === "tenant_not_verified") return yield* Effect.die(refusals[outcome.kind])
           if (outcome.kind !== "ok") {
             const counted = platform.limiter.admit(
               [{ key: failures(), rate_per_s: failed_authentication_rate_per_s }],

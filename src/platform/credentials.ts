@@ -227,11 +227,16 @@ export type AuthOutcome =
 
 /** Looks up API keys by their hash, with a short cache; `forget` drops a key at once. */
 export const makeKeyAuthenticator = (pool: pg.Pool) => {
-  const cache = new Map<string, { readonly row: AuthRow | undefined; readonly cached_ms: number }>()
+  // Keys found, and digests that named no key, apart: guesses filling the second (and clearing it)
+  // never evict the first, which tells a key in use from a guess (`knownKey`).
+  const cache = new Map<string, { readonly row: AuthRow; readonly cached_ms: number }>()
+  const unknown = new Map<string, number>()
   /** `digest`: the key's SHA-256 in base64 (the cache never holds a key itself). */
   const cached = (digest: string, now_ms: number): { readonly row: AuthRow | undefined } | undefined => {
     const hit = cache.get(digest)
-    return hit !== undefined && now_ms - hit.cached_ms < key_cache_ttl_ms ? hit : undefined
+    if (hit !== undefined) return now_ms - hit.cached_ms < key_cache_ttl_ms ? hit : undefined
+    const missed_ms = unknown.get(digest)
+    return missed_ms !== undefined && now_ms - missed_ms < key_cache_ttl_ms ? { row: undefined } : undefined
   }
   // Concurrent requests with one key share its lookup (a burst of a key not cached yet is one read).
   const lookups = new Map<string, Promise<AuthRow | undefined>>()
@@ -252,9 +257,16 @@ export const makeKeyAuthenticator = (pool: pg.Pool) => {
         where k.secret_sha256 = $1`,
       [Buffer.from(digest, "base64")],
     )
-    if (cache.size > 10_000) cache.clear()
-    cache.set(digest, { row: found.rows[0], cached_ms: now_ms })
-    return found.rows[0]
+    const row = found.rows[0]
+    if (row === undefined) {
+      if (unknown.size >= 10_000) unknown.clear()
+      unknown.set(digest, now_ms)
+    } else {
+      if (cache.size >= 10_000) cache.clear()
+      unknown.delete(digest)
+      cache.set(digest, { row, cached_ms: now_ms })
+    }
+    return row
   }
   const decide = (row: AuthRow | undefined, tenant_id: string, now_ms: number): AuthOutcome => {
     if (row === undefined) return { kind: "unknown_key" }
@@ -273,11 +285,13 @@ export const makeKeyAuthenticator = (pool: pg.Pool) => {
     /** Whether a request with `api_key` would wait for a lookup another request already started. */
     lookingUp: (api_key: string): boolean => lookups.has(keyDigest(api_key)),
     /**
-     * Whether `api_key` was a key of `tenant_id` when last looked up, though that is too long ago to
-     * trust (a stale cache entry): checking it again is no guess at a key.
+     * Whether `api_key` was a valid key of `tenant_id` when last looked up, though that is too long
+     * ago to trust (a stale cache entry): checking it again is no guess at a key.
      */
-    knownKey: (api_key: string, tenant_id: string): boolean =>
-      cache.get(keyDigest(api_key))?.row?.tenant_id === tenant_id,
+    knownKey: (api_key: string, tenant_id: string, now_ms: number): boolean => {
+      const row = cache.get(keyDigest(api_key))?.row
+      return row !== undefined && decide(row, tenant_id, now_ms).kind === "ok"
+    },
     /** `authenticate` without a database read: undefined when the key is not in the cache. */
     authenticateCached: (api_key: string, tenant_id: string, now_ms: number): AuthOutcome | undefined => {
       const hit = cached(keyDigest(api_key), now_ms)

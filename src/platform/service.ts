@@ -2,7 +2,7 @@
  * Everything the API handlers need, as one service: the database, the ledger writer, credentials,
  * custody, rate limits, the outbox and the platform's settings. Built in the composition root.
  */
-import { Context } from "effect"
+import { Context, type Effect } from "effect"
 import type pg from "pg"
 import type { Environment } from "../../domain/platform/scopes.ts"
 import type { Custody as VaultCustody } from "../custody/vault.ts"
@@ -35,6 +35,11 @@ export interface PlatformDeps {
   readonly parties: PartyResolver
   readonly enqueue: EnqueueEvents
   readonly settings: PlatformSettings
+  /**
+   * Runs `effect` after the request has its answer, in a fiber the platform owns: shutdown
+   * interrupts it. For work whose failure the answer must not show (it is logged by `effect`).
+   */
+  readonly background: (effect: Effect.Effect<void>) => Effect.Effect<void>
   /** Schedules a fresh attempt of a webhook delivery of the tenant (undefined: no such delivery). */
   readonly redeliver: (
     scope: { readonly tenant_id: string; readonly environment: Environment },

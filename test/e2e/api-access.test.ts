@@ -502,6 +502,9 @@ describe("verification and the production environment", () => {
     expectOk(await sandbox.post<TenantView>("/api/v1/tenant/verification", submission))
     await sleep(1_100)
     expectError(await production.get("/api/v1/tenant"), 403, "tenant_not_verified")
+    // A real key, not a guess: a burst of them stays 403, never the refused-keys 429.
+    const suspended = await Promise.all(Array.from({ length: 60 }, () => production.get("/api/v1/tenant")))
+    expect(new Set(suspended.map((answer) => answer.status))).toEqual(new Set([403]))
     expectError(await sandbox.post(`/api/v1/api-keys/${key.key_id}/rotate`, {}), 403, "tenant_not_verified")
     expectError(
       await sandbox.post("/api/v1/api-keys", { environment: "production" }),

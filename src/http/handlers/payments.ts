@@ -366,26 +366,24 @@ const pay = (payload: PayPayload) =>
  * A pending payment whose recipient got linked while it was being made (after it found no link,
  * before it committed) was missed by the link's settlement, which had looked before it committed:
  * it waited for the sweeper (5 s). Looked at again after the commit, it is settled at once, in the
- * background (a second settlement of the same payment is a replay in the ledger).
+ * background: the payment is answered as committed whatever this finds (a second settlement of the
+ * same payment is a replay in the ledger; a failure is the sweeper's to retry).
  */
 const settleIfLinkedMeanwhile = (caller: Caller, recipient: string) =>
   Effect.gen(function* () {
     const platform = yield* Platform
-    const linked = yield* db(() =>
-      platform.pool.query<{ wallet_id: string }>(
-        `select wallet_id from platform.identities
-          where tenant_id = $1 and environment = $2 and value = $3 and unlinked_at is null`,
-        [caller.tenant_id, caller.environment, recipient],
-      ),
-    )
-    const holder = linked.rows[0]
-    if (holder === undefined) return
-    yield* settleWaitingPayments(platform.pool, platform.writer, caller, recipient, holder.wallet_id).pipe(
+    const settle = Effect.gen(function* () {
+      const { to_wallet_id } = yield* Effect.promise(() =>
+        platform.parties({ tenant_id: caller.tenant_id, environment: caller.environment, recipient }),
+      )
+      if (to_wallet_id === null) return
+      yield* settleWaitingPayments(platform.pool, platform.writer, caller, recipient, to_wallet_id)
+    }).pipe(
       Effect.catchCause((cause) =>
         Effect.logWarning("settlement after a pending payment failed; the sweeper retries", cause),
       ),
-      Effect.forkDetach,
     )
+    yield* platform.background(settle)
   })
 
 const statuses: ReadonlyArray<PaymentStatus> = ["pending", "completed", "failed"]

@@ -1,0 +1,64 @@
+// Proves the key authenticator's cache on the embedded PostgreSQL: a key found valid stays "known"
+// (checked again without the refused-keys budget) however many guesses are cached and dropped
+// meanwhile; a revoked or expired key, or a guess, is never known.
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { insertKey, key_cache_ttl_ms, makeKeyAuthenticator } from "../../src/platform/credentials.ts"
+import { freshDatabase, type TestDatabase } from "../support/db.ts"
+
+let db: TestDatabase
+const tenant_id = "ten_keycache"
+
+beforeAll(async () => {
+  db = await freshDatabase()
+  await db.pool.query(
+    `insert into platform.tenants (tenant_id, email, password_hash, company_name, plan, custody_index, created_at)
+     values ($1, 'keys@example.com', 'x', 'Keys', 'basic', 7, now())`,
+    [tenant_id],
+  )
+})
+afterAll(async () => {
+  await db.drop()
+})
+
+const newKey = () =>
+  insertKey(db.pool, { tenant_id, environment: "sandbox", scopes: ["wallets:read"], name: null })
+
+describe("makeKeyAuthenticator", () => {
+  it("keeps a valid key known through more guesses than the cache holds, for its own tenant only", async () => {
+    const keys = makeKeyAuthenticator(db.pool)
+    const valid = await newKey()
+    const now_ms = Date.now()
+    expect(keys.knownKey(valid.api_key, tenant_id, now_ms)).toBe(false)
+    expect((await keys.authenticate(valid.api_key, tenant_id, now_ms)).kind).toBe("ok")
+    // 10,001 guesses: their cache fills and is cleared (it cleared every entry, the valid key's too).
+    for (let i = 0; i <= 10_000; i++) {
+      expect((await keys.authenticate(`sk_sandbox_guess_${i}`, tenant_id, now_ms)).kind).toBe("unknown_key")
+    }
+    const stale_ms = now_ms + key_cache_ttl_ms
+    expect(keys.authenticateCached(valid.api_key, tenant_id, stale_ms)).toBeUndefined()
+    expect(keys.knownKey(valid.api_key, tenant_id, stale_ms)).toBe(true)
+    expect(keys.knownKey(valid.api_key, "ten_other", stale_ms)).toBe(false)
+    expect(keys.knownKey("sk_sandbox_guess_1", tenant_id, stale_ms)).toBe(false)
+  }, 120_000)
+
+  it("does not count a revoked or expired key as known", async () => {
+    const keys = makeKeyAuthenticator(db.pool)
+    const revoked = await newKey()
+    const expiring = await newKey()
+    const now_ms = Date.now()
+    for (const key of [revoked, expiring])
+      expect((await keys.authenticate(key.api_key, tenant_id, now_ms)).kind).toBe("ok")
+    await db.pool.query("update platform.api_keys set revoked_at = now() where key_id = $1", [revoked.key_id])
+    await db.pool.query(
+      "update platform.api_keys set expires_at = now() + interval '1 minute' where key_id = $1",
+      [expiring.key_id],
+    )
+    const stale_ms = now_ms + key_cache_ttl_ms
+    // Looked up again once stale: the new rows are what `knownKey` judges by.
+    expect((await keys.authenticate(revoked.api_key, tenant_id, stale_ms)).kind).toBe("revoked")
+    expect(keys.knownKey(revoked.api_key, tenant_id, stale_ms)).toBe(false)
+    expect((await keys.authenticate(expiring.api_key, tenant_id, stale_ms)).kind).toBe("ok")
+    expect(keys.knownKey(expiring.api_key, tenant_id, stale_ms)).toBe(true)
+    expect(keys.knownKey(expiring.api_key, tenant_id, stale_ms + 120_000)).toBe(false)
+  })
+})
