@@ -302,6 +302,21 @@ describe("TON adapter: jetton transfers on @ton/sandbox", () => {
     ])
   })
 
+  test("to an ordinary wallet already deployed (it has sent): signed and landed, not refused as a jetton wallet", async () => {
+    // Asked `get_wallet_data`, a deployed wallet exits 11 (no such method); @ton/sandbox throws
+    // that, and every transfer to such a wallet failed before signing, for good.
+    const deployed = addressOf(7)
+    await ton.fund(deployed, "USDT", usdt(1))
+    const first = await run(ton.adapter.signTransfer(keyOf(7), to(sender, usdt(1))))
+    await run(ton.adapter.broadcast(first.raw))
+    expect((await run(ton.adapter.transactionStatus(first.tx_hash))).status).toBe("finalized")
+    expect((await ton.transport.account(Address.parse(deployed))).status).toBe("active")
+    const signed = await run(ton.adapter.signTransfer(keyOf(0), to(deployed, usdt(1))))
+    await run(ton.adapter.broadcast(signed.raw))
+    expect((await run(ton.adapter.transactionStatus(signed.tx_hash))).status).toBe("finalized")
+    expect(await jettons(deployed)).toBe(usdt(1))
+  })
+
   test("a transfer past its valid_until reads dropped and is refused on broadcast", async () => {
     const signed = await run(ton.adapter.signTransfer(keyOf(0), to(recipient, usdt(1))))
     ton.blockchain.now = Math.floor(Date.now() / 1000) + message_ttl_seconds + 60
