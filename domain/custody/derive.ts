@@ -268,6 +268,19 @@ function accountBytes(chain: CustodyChain, address: string): Uint8Array | null {
 }
 
 /**
+ * The Tron spelling (`T...`) of an EVM address's account: the same 20 bytes under Tron's prefix.
+ * A Tron custody address and its EVM spelling are one secp256k1 key's account; null when `address`
+ * is not an EVM address.
+ * @example tronSpellingOfEvm("0x0000000000000000000000000000000000000000") // "T9yD14Nj9j7xAB4dbGeiX9h8unkKHxuWwb"
+ */
+export function tronSpellingOfEvm(address: string): string | null {
+  const bytes = accountBytes("ethereum", address)
+  return bytes === null
+    ? null
+    : tron_base58check.encode(concatBytes(Uint8Array.of(tron_address_prefix), bytes))
+}
+
+/**
  * A TON address's workchain (0 for the basechain, -1 for the masterchain), or null when the
  * address is not a TON address.
  * @example tonWorkchain("-1:3333333333333333333333333333333333333333333333333333333333333333") // -1

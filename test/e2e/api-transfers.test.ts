@@ -14,6 +14,8 @@
 // transfer is taken for every endpoint, and its retries are marked replays showing the transfer now.
 // An all-upper-case EVM address is sent to in its checksummed spelling; a transfer that failed before
 // it was broadcast is answered never_broadcast by the verification.
+
+import { base58 } from "@scure/base"
 import { generateKeyPairSigner, isAddress } from "@solana/kit"
 import pg from "pg"
 import { type Address, createPublicClient, erc20Abi, http } from "viem"
@@ -529,6 +531,28 @@ describe("POST /api/v2/transfers on the local chain", () => {
     expect(refused.param).toBe("to_address")
     expect(refused.message).toMatch(/is a wallet of the platform on bsc, not on ethereum/)
     expect(refused.message).toContain("or to the address of a wallet on ethereum.")
+    // A Tron wallet's account in its 0x spelling (one key's account on both): credited to no one.
+    const tron = expectOk(
+      await client.post<typeof Wallet.Type>("/api/v1/wallets", {
+        external_id: "tron",
+        label: "tron",
+        chain: "tron",
+      }),
+      201,
+    )
+    const hex = `0x${Buffer.from(base58.decode(tron.address)).subarray(1, 21).toString("hex")}`
+    const refusedTron = expectError(
+      await client.post("/api/v2/transfers", {
+        from_wallet: wallet.wallet_id,
+        to_address: hex,
+        amount: "1",
+        token: "USDC",
+        chain: "ethereum",
+      }),
+      422,
+      "custody_address_other_chain",
+    )
+    expect(refusedTron.message).toMatch(/is a wallet of the platform on tron, not on ethereum/)
   })
 
   it("lists the tenant's transfers newest first, by cursor, filtered by wallet and status", async () => {
@@ -597,6 +621,19 @@ describe("POST /api/v2/transfers in production", () => {
       400,
       "chain_unavailable",
     )
+    // The production wallet's address, sent to on the sandbox's chain: credited to no wallet there.
+    const toProduction = expectError(
+      await client.post("/api/v2/transfers", {
+        from_wallet: wallet.wallet_id,
+        to_address: sender.address,
+        amount: "1",
+        token: "USDC",
+        chain: "ethereum",
+      }),
+      422,
+      "custody_address_other_chain",
+    )
+    expect(toProduction.message).toMatch(/is a wallet of the platform in production, not in sandbox/)
   })
 })
 

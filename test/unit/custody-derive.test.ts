@@ -22,6 +22,7 @@ import {
   isValidAddress,
   sameAddress,
   tonWalletStateInit,
+  tronSpellingOfEvm,
   type WalletKeyRef,
 } from "../../domain/custody/derive.ts"
 
@@ -484,6 +485,19 @@ describe("sameAddress and isNullAddress", () => {
     expect(sameAddress("solana", sol, sol)).toBe(true)
     expect(sameAddress("tron", tron, tron)).toBe(true)
     expect(sameAddress("tron", tron, "T9yD14Nj9j7xAB4dbGeiX9h8unkKHxuWwb")).toBe(false)
+  })
+
+  it("spells an EVM account for Tron: the same 20 bytes under Tron's prefix", () => {
+    // USDT's TRC-20 contract, whose hex form Tron's explorers show as 41a614f8...d13c.
+    expect(tronSpellingOfEvm("0xa614f803b6fd780986a42c78ec9c7f77e6ded13c")).toBe(
+      "TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t",
+    )
+    expect(tronSpellingOfEvm("0xA614F803B6FD780986A42C78EC9C7F77E6DED13C")).toBe(
+      "TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t",
+    )
+    expect(tronSpellingOfEvm(`0x${"0".repeat(40)}`)).toBe("T9yD14Nj9j7xAB4dbGeiX9h8unkKHxuWwb")
+    expect(tronSpellingOfEvm("TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t")).toBeNull()
+    expect(tronSpellingOfEvm("0x1234")).toBeNull()
   })
 
   it("is false when either side is not an address of the chain", () => {

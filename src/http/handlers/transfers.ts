@@ -9,9 +9,10 @@ import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import type pg from "pg"
 import { assert, assertNever } from "../../../domain/assert.ts"
-import { chainFamily } from "../../../domain/custody/derive.ts"
+import { chainFamily, tronSpellingOfEvm } from "../../../domain/custody/derive.ts"
 import { formatAmount } from "../../../domain/money/amount.ts"
 import type { Asset } from "../../../domain/money/asset.ts"
+import type { Environment } from "../../../domain/platform/scopes.ts"
 import { isWalletChain, type WalletChain, walletChains } from "../../../domain/platform/tokens.ts"
 import { toPage } from "../../db/page.ts"
 import type { Caller } from "../../platform/credentials.ts"
@@ -130,24 +131,36 @@ const replayedTransfer = (row: TransferRow) =>
   })
 
 /**
- * A custody address of the platform on another EVM chain (the same 0x... spelling is valid on every
- * EVM chain): the tokens would land where no wallet of this chain is watched, credited to no one
- * and reported by no reconciliation.
+ * A custody address of the platform on another chain or in the other environment, spelled for this
+ * EVM chain: another EVM chain's (the same 0x... spelling is valid on every EVM chain), a Tron
+ * wallet's in its 0x spelling (one key's account), or a wallet of this chain in the other
+ * environment (sandbox and production chains are separate). The tokens would land where no wallet
+ * of this chain and environment is watched, credited to no one and reported by no reconciliation.
  */
-const refuseOtherChainCustody = (pool: pg.Pool, chain: WalletChain, to_address: string) =>
+const refuseOtherChainCustody = (
+  pool: pg.Pool,
+  environment: Environment,
+  chain: WalletChain,
+  to_address: string,
+) =>
   Effect.gen(function* () {
     if (chainFamily(chain) !== "evm") return
     const found = yield* db(() =>
-      pool.query<{ chain: string }>(
-        "select chain from platform.wallets where lower(address) = lower($1) and chain <> $2 limit 1",
-        [to_address, chain],
+      pool.query<{ chain: string; environment: string }>(
+        `select chain, environment from platform.wallets
+          where (lower(address) = lower($1) and (chain <> $2 or environment <> $3))
+             or (lower(address) = lower($4) and address = $4)
+          limit 1`,
+        [to_address, chain, environment, tronSpellingOfEvm(to_address)],
       ),
     )
-    const other = found.rows[0]?.chain
+    const other = found.rows[0]
     if (other === undefined) return
+    const where = other.chain === chain ? `in ${other.environment}` : `on ${other.chain}`
+    const here = other.chain === chain ? `in ${environment}` : `on ${chain}`
     return yield* unprocessable(
       "custody_address_other_chain",
-      `${to_address} is a wallet of the platform on ${other}, not on ${chain}: tokens sent to it on ${chain} would be credited to no wallet. Send on ${other} from a wallet there, or to the address of a wallet on ${chain}.`,
+      `${to_address} is a wallet of the platform ${where}, not ${here}: tokens sent to it on ${chain} in ${environment} would be credited to no wallet. Send from a wallet ${where}, or to the address of a wallet ${here}.`,
       "to_address",
     )
   })
@@ -262,8 +275,10 @@ const createTransfer = (payload: TransferPayload) =>
           routes: chainRoutes({ [caller.environment]: new Map([[chain, running.adapter]]) }),
           // Once the destination is known valid, before anything is reserved.
           preflight: (destination) =>
-            Effect.andThen(refuseOtherChainCustody(platform.pool, chain, destination), () =>
-              refuseOnChainShortfall(platform.pool, running.adapter, wallet, { asset, contract }, amount),
+            Effect.andThen(
+              refuseOtherChainCustody(platform.pool, caller.environment, chain, destination),
+              () =>
+                refuseOnChainShortfall(platform.pool, running.adapter, wallet, { asset, contract }, amount),
             ),
         },
         {
