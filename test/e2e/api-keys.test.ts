@@ -287,6 +287,24 @@ describe("rotation", () => {
     expect(error.message).toContain(rotated.new_key.key_id)
   })
 
+  it("revokes a revoked key again as a no-op, and refuses an expired one 409 api_key_already_expired, leaving it expired", async () => {
+    const revoked = await createKey(owner.client)
+    const first = expectOk(await owner.client.post<KeyView>(`/api/v1/api-keys/${revoked.key_id}/revoke`))
+    const again = expectOk(await owner.client.post<KeyView>(`/api/v1/api-keys/${revoked.key_id}/revoke`))
+    expect(again).toEqual(first)
+    const expired = await createKey(owner.client)
+    expectOk(await rotate(expired.key_id, { grace_period_seconds: 0 }))
+    const before = (await keysOf()).find((k) => k.key_id === expired.key_id)
+    expect(before?.status).toBe("expired")
+    // Revoking it after its end rewrote its history: status "revoked", revoked_at after expires_at.
+    expectError(
+      await owner.client.post(`/api/v1/api-keys/${expired.key_id}/revoke`),
+      409,
+      "api_key_already_expired",
+    )
+    expect((await keysOf()).find((k) => k.key_id === expired.key_id)).toEqual(before)
+  })
+
   it("answers 404 api_key_not_found for another tenant's key and an unknown one", async () => {
     const other = await registerTenant(platform.url)
     const theirs = await createKey(other.client)

@@ -386,7 +386,7 @@ const rotationRefused = (
     case "expiring":
       return conflict(
         "api_key_rotating",
-        `API key ${key_id} is already being rotated: it expires at ${key.expires_at}${successor}. Rotate the successor instead; an expiry is never extended.`,
+        `API key ${key_id} is already being rotated: it expires at ${key.expires_at}${successor}. Rotate the successor instead (or, if it was revoked, create a new key with POST /api/v1/api-keys); an expiry is never extended.`,
         "key_id",
       )
     case "active":
@@ -458,16 +458,32 @@ const revokeKey = (key_id: string) =>
     // As for rotation: a limited key may not revoke a stronger one (the tenant's own full key).
     const target = yield* keyScopes(caller, key_id)
     if (target !== undefined) yield* scopesNotHeld(caller, target.scopes, `Key ${key_id} has`)
+    // A key past its rotation's grace period is over: revoking it would rewrite how it ended (its
+    // status "expired" becoming "revoked" after the fact). A revoked key stays as it was revoked.
     const found = yield* db(() =>
-      platform.pool.query(
-        `update platform.api_keys set revoked_at = coalesce(revoked_at, now())
-          where tenant_id = $1 and key_id = $2 returning environment`,
+      platform.pool.query<{ environment: string; expired: boolean }>(
+        `with target as (
+           select key_id, environment, revoked_at is null and coalesce(expires_at <= now(), false) as expired
+             from platform.api_keys where tenant_id = $1 and key_id = $2
+         ), revoked as (
+           update platform.api_keys k set revoked_at = coalesce(k.revoked_at, now())
+             from target t where k.tenant_id = $1 and k.key_id = t.key_id and not t.expired
+         )
+         select environment, expired from target`,
         [caller.tenant_id, key_id],
       ),
     )
     platform.keys.forget(key_id)
-    const environment = found.rows[0]?.environment as Environment | undefined
+    const target_row = found.rows[0]
+    const environment = target_row?.environment as Environment | undefined
     if (environment === undefined) return yield* notFound("api_key", key_id, "key_id")
+    if (target_row?.expired === true) {
+      return yield* conflict(
+        "api_key_already_expired",
+        `API key ${key_id} expired at the end of its rotation's grace period; an expired key is not revoked (it no longer works).`,
+        "key_id",
+      )
+    }
     const row = yield* db(() => getKey(platform.pool, caller.tenant_id, environment, key_id))
     if (row === undefined) return yield* notFound("api_key", key_id, "key_id")
     return toKeyView(row)
