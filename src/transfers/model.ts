@@ -157,7 +157,7 @@ export class InvalidDestinationAddress extends Data.TaggedError("InvalidDestinat
 export class UnusableDestination extends Data.TaggedError("UnusableDestination")<{
   readonly chain: string
   readonly address: string
-  readonly reason: "own_address" | "token_contract" | "null_address" | "other_workchain"
+  readonly reason: "own_address" | "token_contract" | "program_address" | "null_address" | "other_workchain"
 }> {}
 
 /** The amount is zero or negative. */

@@ -122,6 +122,37 @@ const solana_program_addresses = [
   "MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr",
 ]
 
+/**
+ * Solana's native programs and sysvars: accounts of the runtime, which no one signs for either.
+ * Tokens sent to one land in a token account it owns and are lost.
+ */
+const solana_runtime_addresses = [
+  "Vote111111111111111111111111111111111111111",
+  "Stake11111111111111111111111111111111111111",
+  "Config1111111111111111111111111111111111111",
+  "NativeLoader1111111111111111111111111111111",
+  "BPFLoader1111111111111111111111111111111111",
+  "BPFLoader2111111111111111111111111111111111",
+  "BPFLoaderUpgradeab1e11111111111111111111111",
+  "ComputeBudget111111111111111111111111111111",
+  "AddressLookupTab1e1111111111111111111111111",
+  "Ed25519SigVerify111111111111111111111111111",
+  "KeccakSecp256k11111111111111111111111111111",
+  "Sysvar1111111111111111111111111111111111111",
+  "SysvarC1ock11111111111111111111111111111111",
+  "SysvarEpochRewards1111111111111111111111111",
+  "SysvarEpochSchedu1e111111111111111111111111",
+  "SysvarFees111111111111111111111111111111111",
+  "Sysvar1nstructions1111111111111111111111111",
+  "SysvarLastRestartS1ot1111111111111111111111",
+  "SysvarRecentB1ockHashes11111111111111111111",
+  "SysvarRent111111111111111111111111111111111",
+  "SysvarRewards111111111111111111111111111111",
+  "SysvarS1otHashes111111111111111111111111111",
+  "SysvarS1otHistory11111111111111111111111111",
+  "SysvarStakeHistory1111111111111111111111111",
+]
+
 /** Checks the request; answers the destination in its canonical spelling (EVM: EIP-55 checksummed). */
 const validate = (
   deps: RequestDeps<unknown>,
@@ -147,6 +178,11 @@ const validate = (
   if (chainFamily(chain) === "solana") contracts.push(...solana_program_addresses)
   if (contracts.some((contract) => sameAddress(chain, to_address, contract)))
     return unusable("token_contract")
+  if (
+    chainFamily(chain) === "solana" &&
+    solana_runtime_addresses.some((runtime) => sameAddress(chain, to_address, runtime))
+  )
+    return unusable("program_address")
   if (isNullAddress(chain, to_address)) return unusable("null_address")
   // Jetton wallets exist in the basechain only: a masterchain recipient's transfer reverts.
   if (chainFamily(chain) === "ton" && tonWorkchain(to_address) !== 0) return unusable("other_workchain")

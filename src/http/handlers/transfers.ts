@@ -62,6 +62,12 @@ const unusableDestination = (error: UnusableDestination): ApiError => {
         `to_address is a token contract, mint or token program on ${error.chain}, not an owner's address: tokens sent there cannot be recovered.`,
         "to_address",
       )
+    case "program_address":
+      return unprocessable(
+        "program_address",
+        `to_address is one of ${error.chain}'s native programs or sysvars, an account of the runtime that no one signs for: tokens sent there cannot be recovered.`,
+        "to_address",
+      )
     case "null_address":
       return unprocessable(
         "null_address",
