@@ -312,15 +312,15 @@ describe("the integration flow", () => {
   it("pays onward a token of another chain the wallet received, named by chain; a wallet without it is refused 422 and opens no account for it", async () => {
     // The solana wallet holds USDC of bsc, paid to it above.
     await link(client, ethereum.wallet_id, "email", "onward@example.com")
-    const onward = expectOk(
-      await pay(client, {
+    const payOnward = (chain?: string) =>
+      pay(client, {
         recipient: "onward@example.com",
         amount: "0.5",
         token: "USDC",
-        chain: "BSC",
         from_wallet: solana.wallet_id,
-      }),
-    )
+        ...(chain === undefined ? {} : { chain }),
+      })
+    const onward = expectOk(await payOnward("BSC"))
     expect(onward).toMatchObject({ status: "completed", chain: "bsc", amount: "0.50", fee: "0.0015" })
     expect(await usdcOf(client, solana.wallet_id, "bsc")).toEqual({
       amount: "0.498500000000002",
@@ -328,29 +328,10 @@ describe("the integration flow", () => {
     })
     expect(await usdcOf(client, ethereum.wallet_id, "bsc")).toEqual({ amount: "0.50", reserved: "0.00" })
     // Without chain, the wallet's own chain: solana USDC, of which the solana wallet holds none.
-    expectError(
-      await pay(client, {
-        recipient: "onward@example.com",
-        amount: "0.5",
-        token: "USDC",
-        from_wallet: solana.wallet_id,
-      }),
-      422,
-      "insufficient_funds",
-    )
+    expectError(await payOnward(), 422, "insufficient_funds")
     // A chain whose token the wallet never received: refused, recorded as failed, no account opened.
     const tokensBefore = await tokensOf(client, solana.wallet_id)
-    const none = expectError(
-      await pay(client, {
-        recipient: "onward@example.com",
-        amount: "0.5",
-        token: "USDC",
-        chain: "polygon",
-        from_wallet: solana.wallet_id,
-      }),
-      422,
-      "insufficient_funds",
-    )
+    const none = expectError(await payOnward("polygon"), 422, "insufficient_funds")
     expect(none.param).toBe("chain")
     expect(none.message).toMatch(/holds no USDC of polygon/)
     const failed = /recorded as (txn_\w+)/.exec(none.message)?.[1]
