@@ -95,10 +95,7 @@ export const AuthenticationLive = Layer.effect(
           let outcome = platform.keys.authenticateCached(api_key, tenant_id, now_ms)
           // Built only off the hot path (a cached valid key needs no address budget).
           const failures = () => `auth-failures:${request.remoteAddress ?? "unknown"}`
-          if (
-            outcome === undefined &&
-            (platform.keys.lookingUp(api_key) || platform.keys.knownKey(api_key, tenant_id, now_ms))
-          ) {
+          if (outcome === undefined && platform.keys.knownKey(api_key, tenant_id, now_ms)) {
             // Another request with this key is being looked up, and its answer is this one's; or
             // the key was this tenant's when last looked up: a key in use is checked again each
             // `key_cache_ttl_ms` even while its address is refused for others' guesses.

@@ -282,14 +282,15 @@ export const makeKeyAuthenticator = (pool: pg.Pool) => {
   return {
     authenticate: async (api_key: string, tenant_id: string, now_ms: number): Promise<AuthOutcome> =>
       decide(await lookup(keyDigest(api_key), now_ms), tenant_id, now_ms),
-    /** Whether a request with `api_key` would wait for a lookup another request already started. */
-    lookingUp: (api_key: string): boolean => lookups.has(keyDigest(api_key)),
     /**
-     * Whether `api_key` was a valid key of `tenant_id` when last looked up, though that is too long
-     * ago to trust (a stale cache entry): checking it again is no guess at a key.
+     * Whether a lookup of `api_key` is no guess at a key: another request's lookup of it is running
+     * (its answer is shared), or it was a valid key of `tenant_id` when last looked up, though that is
+     * too long ago to trust (a stale cache entry).
      */
     knownKey: (api_key: string, tenant_id: string, now_ms: number): boolean => {
-      const row = cache.get(keyDigest(api_key))?.row
+      const digest = keyDigest(api_key)
+      if (lookups.has(digest)) return true
+      const row = cache.get(digest)?.row
       return row !== undefined && decide(row, tenant_id, now_ms).kind === "ok"
     },
     /** `authenticate` without a database read: undefined when the key is not in the cache. */

@@ -72,6 +72,14 @@ const sandboxRpcUrl = (output: string): string => {
   throw new Error(`no sandbox chain in the platform's log:\n${output}`)
 }
 
+/** A wallet of the tenant, created through the API. */
+const createWallet = async (external_id: string, label: string, chain: string) =>
+  expectOk(await client.post<typeof Wallet.Type>("/api/v1/wallets", { external_id, label, chain }), 201)
+
+/** Test USDC from the sandbox faucet (minted on the wallet's local chain). */
+const faucet = async (wallet_id: string, amount: string) =>
+  expectOk(await client.post("/api/v1/sandbox/faucet", { wallet_id, token: "USDC", amount }))
+
 const tokenBalance = (owner: Address) =>
   createPublicClient({ transport: http(rpc_url) }).readContract({
     address: usdc,
@@ -98,14 +106,7 @@ beforeAll(async () => {
     }),
     201,
   )
-  wallet = expectOk(
-    await client.post<typeof Wallet.Type>("/api/v1/wallets", {
-      external_id: "sender",
-      label: "sender",
-      chain: "ethereum",
-    }),
-    201,
-  )
+  wallet = await createWallet("sender", "sender", "ethereum")
 })
 
 afterAll(async () => {
@@ -277,14 +278,7 @@ describe("POST /api/v2/transfers on the local chain", () => {
   })
 
   it("credits a transfer to another custody wallet of the tenant once, as a deposit; the faucet's mint is none", async () => {
-    const payee = expectOk(
-      await client.post<typeof Wallet.Type>("/api/v1/wallets", {
-        external_id: "deposit-payee",
-        label: "payee",
-        chain: "ethereum",
-      }),
-      201,
-    )
+    const payee = await createWallet("deposit-payee", "payee", "ethereum")
     const sent = expectOk(
       await client.post<TransferView>("/api/v2/transfers", {
         from_wallet: wallet.wallet_id,
@@ -395,14 +389,7 @@ describe("POST /api/v2/transfers on the local chain", () => {
   })
 
   it("refuses 422 what the sending address does not hold on chain: money received by social payment stays at the payer's address", async () => {
-    const payee = expectOk(
-      await client.post<typeof Wallet.Type>("/api/v1/wallets", {
-        external_id: "social-payee",
-        label: "social payee",
-        chain: "ethereum",
-      }),
-      201,
-    )
+    const payee = await createWallet("social-payee", "social payee", "ethereum")
     expectOk(
       await client.post("/api/v1/identities", {
         wallet_id: payee.wallet_id,
@@ -448,21 +435,8 @@ describe("POST /api/v2/transfers on the local chain", () => {
   })
 
   it("takes off the on-chain balance only what pending transfers have still to send: one already in a block is not counted twice", async () => {
-    const sender = expectOk(
-      await client.post<typeof Wallet.Type>("/api/v1/wallets", {
-        external_id: "mined-pending",
-        label: "mined, not settled",
-        chain: "ethereum",
-      }),
-      201,
-    )
-    expectOk(
-      await client.post("/api/v1/sandbox/faucet", {
-        wallet_id: sender.wallet_id,
-        token: "USDC",
-        amount: "10",
-      }),
-    )
+    const sender = await createWallet("mined-pending", "mined, not settled", "ethereum")
+    await faucet(sender.wallet_id, "10")
     const send = (amount: string) =>
       client.post<TransferView>("/api/v2/transfers", {
         from_wallet: sender.wallet_id,
@@ -509,14 +483,7 @@ describe("POST /api/v2/transfers on the local chain", () => {
 
   it("refuses 422 a custody address of the platform on another EVM chain, where no wallet of this chain would be credited", async () => {
     // A bsc wallet's address is a valid ethereum address too; no bsc chain needs to run for it.
-    const other = expectOk(
-      await client.post<typeof Wallet.Type>("/api/v1/wallets", {
-        external_id: "bsc",
-        label: "bsc",
-        chain: "bsc",
-      }),
-      201,
-    )
+    const other = await createWallet("bsc", "bsc", "bsc")
     const refused = expectError(
       await client.post("/api/v2/transfers", {
         from_wallet: wallet.wallet_id,
@@ -532,14 +499,7 @@ describe("POST /api/v2/transfers on the local chain", () => {
     expect(refused.message).toMatch(/is a wallet of the platform on bsc, not on ethereum/)
     expect(refused.message).toContain("or to the address of a wallet on ethereum.")
     // A Tron wallet's account in its 0x spelling (one key's account on both): credited to no one.
-    const tron = expectOk(
-      await client.post<typeof Wallet.Type>("/api/v1/wallets", {
-        external_id: "tron",
-        label: "tron",
-        chain: "tron",
-      }),
-      201,
-    )
+    const tron = await createWallet("tron", "tron", "tron")
     const hex = `0x${Buffer.from(base58.decode(tron.address)).subarray(1, 21).toString("hex")}`
     const refusedTron = expectError(
       await client.post("/api/v2/transfers", {
@@ -663,21 +623,8 @@ describe("GET /api/v1/transactions/{id}/verify", () => {
   })
 
   it("answers 422 never_broadcast for a transfer that failed before it was signed and sent", async () => {
-    const sender = expectOk(
-      await client.post<typeof Wallet.Type>("/api/v1/wallets", {
-        external_id: "no-gas-sender",
-        label: "no gas",
-        chain: "ethereum",
-      }),
-      201,
-    )
-    expectOk(
-      await client.post("/api/v1/sandbox/faucet", {
-        wallet_id: sender.wallet_id,
-        token: "USDC",
-        amount: "5",
-      }),
-    )
+    const sender = await createWallet("no-gas-sender", "no gas", "ethereum")
+    await faucet(sender.wallet_id, "5")
     // The faucet topped up its gas; take it away so that the worker fails the transfer before signing.
     const emptied = await fetch(rpc_url, {
       method: "POST",
@@ -716,14 +663,7 @@ describe("GET /api/v1/transactions/{id}/verify", () => {
   })
 
   it("answers 422 not_on_chain for a social payment and 404 for an unknown or another tenant's id", async () => {
-    const payee = expectOk(
-      await client.post<typeof Wallet.Type>("/api/v1/wallets", {
-        external_id: "verify-payee",
-        label: "payee",
-        chain: "ethereum",
-      }),
-      201,
-    )
+    const payee = await createWallet("verify-payee", "payee", "ethereum")
     const identity = expectOk(
       await client.post<typeof Identity.Type>("/api/v1/identities", {
         wallet_id: payee.wallet_id,
@@ -769,14 +709,7 @@ describe("GET /api/v1/transactions/{id}/verify", () => {
 
 describe("POST /api/v2/transfers on the local Solana chain", () => {
   it("funds with the faucet, sends USDC to a fresh address, completes with a proof the chain verifies", async () => {
-    const sender = expectOk(
-      await client.post<typeof Wallet.Type>("/api/v1/wallets", {
-        external_id: "solana-sender",
-        label: "solana sender",
-        chain: "solana",
-      }),
-      201,
-    )
+    const sender = await createWallet("solana-sender", "solana sender", "solana")
     expectOk(
       await client.post<typeof Balance.Type>("/api/v1/sandbox/faucet", {
         wallet_id: sender.wallet_id,
@@ -852,14 +785,7 @@ describe("POST /api/v2/transfers on the local Solana chain", () => {
   })
 
   it("refuses a bad Solana address, its own, the mint and the null account before any money moves", async () => {
-    const sender = expectOk(
-      await client.post<typeof Wallet.Type>("/api/v1/wallets", {
-        external_id: "solana-bad-address",
-        label: "solana",
-        chain: "solana",
-      }),
-      201,
-    )
+    const sender = await createWallet("solana-bad-address", "solana", "solana")
     expectError(
       await client.post("/api/v2/transfers", {
         from_wallet: sender.wallet_id,
