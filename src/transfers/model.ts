@@ -58,6 +58,7 @@ export type FailureCode =
   | "insufficient_gas"
   | "broadcast_rejected"
   | "confirmation_timeout"
+  | "node_unavailable"
 
 /** A persisted proof: the adapter's InclusionProof with its block number as a decimal string. */
 export interface StoredProof {
@@ -138,7 +139,10 @@ export const toPublicTransfer = (row: TransferRow) => ({
   to_address: row.to_address,
   tx_hash: row.tx_hash,
   proof: row.proof,
-  failure: row.failure_code === null ? null : { code: row.failure_code, message: row.failure_message },
+  failure:
+    row.status !== "failed" || row.failure_code === null
+      ? null
+      : { code: row.failure_code, message: row.failure_message },
   created_at: row.created_at.toISOString(),
   completed_at: row.completed_at?.toISOString() ?? null,
   failed_at: row.failed_at?.toISOString() ?? null,

@@ -46,9 +46,6 @@ import {
 } from "./model.ts"
 import { adapterFor, type ChainRoutes } from "./routes.ts"
 
-/** A reservation lapses this long after the request unless the worker settled it first (24 h). */
-export const ledger_reservation_timeout_ms_default = 24 * 60 * 60 * 1000
-
 /** The custody wallet that sends: its ledger id, chain address and the key path that signs for it. */
 export interface SourceWallet {
   readonly wallet_id: string
@@ -90,7 +87,6 @@ export interface RequestDeps<E = never> {
   readonly pool: pg.Pool
   /** The adapters a worker sends with, per environment: a chain without one here is refused. */
   readonly routes: ChainRoutes
-  readonly ledger_reservation_timeout_ms?: number
   /**
    * The caller's own checks of a request whose destination is valid (given in its canonical
    * spelling), before anything is reserved: its failure refuses the transfer.
@@ -277,7 +273,9 @@ export const requestTransfer = <E = never>(
       code: chain_transfer_code,
       fee_code: transferCodes.fee,
       user_data: transfer_id,
-      pending: { timeout_ms: deps.ledger_reservation_timeout_ms ?? ledger_reservation_timeout_ms_default },
+      // Never lapses by time: only the worker's verdict releases it. Once signed, the transaction may
+      // land however long its node is away, and a lapse would hand the funds back for a second use.
+      pending: { timeout_ms: 0 },
       now_ms: request.now_ms,
     })
     const attachment: TransferAttachment = {

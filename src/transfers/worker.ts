@@ -37,14 +37,19 @@
  * `max(superviseIntervalSeconds, monitorIntervalSeconds)` (60 s by default): the composition root
  * chooses those, and the restart resumes at the persisted stage.
  *
- * Known limits: if neither transaction is final within another `poll_count_max` polls (or the sender
+ * A step that throws (the chain's node unreachable or erring, the database away) is retried by
+ * pg-boss with backoff. A transfer never signed fails `node_unavailable` after `sign_attempts_max`
+ * attempts in a row, its funds released; a signed one is never given up on an error (its job out of
+ * retries is followed by a new one, and `requeueOrphans` gives a job to a pending transfer without
+ * one), since its transaction may land whenever the node is back. Its reservation has no lapse.
+ *
+ * Known limit: if neither transaction is final within another `poll_count_max` polls (or the sender
  * cannot pay for the replacement), the transfer is voided anyway, while its transaction might still
- * be mined; a transaction still only `confirmed` at the budget's end is voided too (it is in a block
- * but not yet at the chain's depth, which the budget is meant to cover).
+ * be mined (never while either is in a block).
  */
 import { Effect, Result } from "effect"
 import type pg from "pg"
-import type { PgBoss } from "pg-boss"
+import type { JobWithMetadata, PgBoss } from "pg-boss"
 import { assert } from "../../domain/assert.ts"
 import {
   type ChainFamily,
@@ -92,6 +97,26 @@ export interface TransferWorkerOptions {
   readonly hold_ms?: number
   /** A job still active this long was lost with its process: pg-boss runs it again; default 60. */
   readonly job_expire_seconds?: number
+  /**
+   * Attempts in a row at signing that failed on an error of the chain's node (unreachable, or an
+   * error that is no refusal) after which a transfer that was never signed fails `node_unavailable`
+   * and its funds are released; default 10 (about 5 minutes of the queue's backoff). Nothing can
+   * reach the chain for it: no bytes were persisted, and none will be.
+   */
+  readonly sign_attempts_max?: number
+  /**
+   * Retries of one job (the queue's `retryLimit`) before pg-boss gives it up; default 50, at most
+   * `step_retry_delay_max_seconds` apart. A signed transfer is never left without a job: when its
+   * job has no retry left, a new job takes it over that much later.
+   */
+  readonly step_retry_limit?: number
+  /** The longest wait between two retries of a job, in seconds (the queue's backoff cap); default 60. */
+  readonly step_retry_delay_max_seconds?: number
+  /**
+   * How often the worker looks for pending transfers that have no job waiting or running (lost with
+   * the database at the wrong moment) and gives each a new one; default 60,000.
+   */
+  readonly orphan_sweep_interval_ms?: number
   /** Errors of steps (they are retried by pg-boss); default: ignored. */
   readonly onError?: (error: unknown) => void
   /**
@@ -121,12 +146,23 @@ export interface TransferWorker {
 /** A waiting transfer's status is read again after this many polls' time even if its chain stood still. */
 const poll_idle_max = 8
 
-/** pg-boss retries a step that threw (node or database unreachable) with these. */
-const step_retry = { retryLimit: 50, retryDelay: 1, retryBackoff: true, retryDelayMax: 60 } as const
+/** pg-boss retries a step that threw (node or database unreachable) `retryLimit` times, with backoff. */
+const step_retry = { retryDelay: 1, retryBackoff: true } as const
+const step_retry_limit_default = 50
+const step_retry_delay_max_default = 60
 
 /** Creates (or updates) the transfer queue; a request's hook needs it to exist. */
-export async function createTransferQueue(boss: PgBoss, job_expire_seconds = 60): Promise<void> {
-  const options = { ...step_retry, expireInSeconds: job_expire_seconds }
+export async function createTransferQueue(
+  boss: PgBoss,
+  job_expire_seconds = 60,
+  retry: { readonly limit?: number; readonly delay_max_seconds?: number } = {},
+): Promise<void> {
+  const options = {
+    ...step_retry,
+    retryLimit: retry.limit ?? step_retry_limit_default,
+    retryDelayMax: retry.delay_max_seconds ?? step_retry_delay_max_default,
+    expireInSeconds: job_expire_seconds,
+  }
   await boss.createQueue(transfer_queue, options)
   await boss.updateQueue(transfer_queue, options)
 }
@@ -232,6 +268,10 @@ export function startTransferWorker(
   const fetch_interval_ms = options.worker_poll_interval_ms ?? 200
   const job_expire_seconds = options.job_expire_seconds ?? 60
   const hold_ms = Math.min(options.hold_ms ?? 20_000, (job_expire_seconds * 1000) / 3)
+  const sign_attempts_max = options.sign_attempts_max ?? 10
+  const step_retry_limit = options.step_retry_limit ?? step_retry_limit_default
+  const step_retry_delay_max = options.step_retry_delay_max_seconds ?? step_retry_delay_max_default
+  const orphan_sweep_interval_ms = options.orphan_sweep_interval_ms ?? 60_000
   const onError = options.onError ?? (() => {})
   assert(poll_interval_ms >= 1 && poll_count_max >= 1, "polling is bounded and positive")
   assert(
@@ -239,6 +279,14 @@ export function startTransferWorker(
     "worker_count in 1..256",
   )
   assert(fetch_interval_ms >= 10 && hold_ms >= 0, "the fetch interval and the hold are bounded")
+  assert(
+    Number.isInteger(sign_attempts_max) &&
+      sign_attempts_max >= 1 &&
+      Number.isInteger(step_retry_limit) &&
+      sign_attempts_max <= step_retry_limit + 1 &&
+      step_retry_delay_max >= 1,
+    "1 <= sign_attempts_max <= step_retry_limit + 1 (one job's attempts), and a retry delay cap of 1 s or more",
+  )
   const { pool, boss, writer, routes } = deps
 
   const adapterOf = (row: TransferRow): ChainAdapter => {
@@ -260,6 +308,11 @@ export function startTransferWorker(
       ])
       const locked = await loadRow(client, row.transfer_id, true)
       assert(locked !== undefined, "a transfer row is never deleted")
+      if (locked.tx_hash === null && locked.status === "pending" && locked.failure_code !== null) {
+        // Given up unsigned (`giveUpUnsigned`): it is never signed; its failure is settled again.
+        await client.query("commit")
+        return { kind: "failed", code: locked.failure_code, message: locked.failure_message ?? "" }
+      }
       if (locked.tx_hash !== null || locked.status !== "pending") {
         await client.query("commit")
         return { kind: "signed", row: locked }
@@ -391,6 +444,55 @@ export function startTransferWorker(
 
   const fail = (row: TransferRow, failure: Failure) =>
     settle(row, { status: "failed", code: failure.code, message: failure.message })
+
+  /**
+   * Fails a transfer that was never signed, after `attempts` failed steps in a row. The failure is
+   * claimed on the row first, under its lock and only while it has no signature, so no job signs it
+   * afterwards (`signOnce` settles the claimed failure instead); false when it was signed meanwhile.
+   */
+  const giveUpUnsigned = async (row: TransferRow, attempts: number, error: unknown): Promise<boolean> => {
+    const reason = error instanceof Error ? error.message : String(error)
+    const failure: Failure = {
+      code: "node_unavailable",
+      message:
+        `The ${row.chain} node failed ${attempts} attempts in a row to sign the transfer (last: ` +
+        `${reason.slice(0, 200)}); nothing was sent, and the funds were released.`,
+    }
+    const claimed = await pool.query(
+      `update platform.chain_transfers set failure_code = $2, failure_message = $3
+        where transfer_id = $1 and status = 'pending' and tx_hash is null and failure_code is null
+        returning transfer_id`,
+      [row.transfer_id, failure.code, failure.message],
+    )
+    if (claimed.rowCount === 0) return false
+    await fail(row, failure)
+    return true
+  }
+
+  /**
+   * After a step threw (the chain's node or the database failed): a transfer never signed is given
+   * up after `sign_attempts_max` attempts; a signed one gets a new job when this one has no retry
+   * left, since its transaction may be on the chain and only a worker settles it. Answers whether
+   * the job is done (the transfer settled) or is to be retried by pg-boss.
+   */
+  const afterStepError = async (
+    job: Pick<JobWithMetadata<TransferJob>, "data" | "retryCount" | "retryLimit" | "retryDelayMax">,
+    error: unknown,
+  ): Promise<"settled" | "retry"> => {
+    const row = await loadRow(pool, job.data.transfer_id)
+    if (row === undefined || row.status !== "pending") return "settled"
+    const attempts = job.retryCount + 1
+    if (row.tx_hash === null && attempts >= sign_attempts_max && (await giveUpUnsigned(row, attempts, error)))
+      return "settled"
+    if (job.retryCount >= job.retryLimit) {
+      await boss.insert(
+        transfer_queue,
+        [{ data: job.data, startAfter: job.retryDelayMax ?? step_retry_delay_max }],
+        { db: pgBossDb(pool) },
+      )
+    }
+    return "retry"
+  }
 
   /** Counts a poll of the transfer; answers how many it has had, this one included. */
   const countedPolls = async (row: TransferRow): Promise<number> => {
@@ -632,20 +734,58 @@ export function startTransferWorker(
     for (const wake of idle.splice(0)) wake()
   }
 
-  const runJob = async (job: { readonly id: string; readonly data: TransferJob }) => {
+  const runJob = async (job: JobWithMetadata<TransferJob>) => {
     try {
       await hold(job.data.transfer_id)
       await boss.complete(transfer_queue, job.id, null, { db: pgBossDb(pool) })
     } catch (error) {
       onError(error)
+      const next = await afterStepError(job, error).catch((failed: unknown) => {
+        onError(failed)
+        return "retry" as const
+      })
       // pg-boss retries it (the queue's retry policy); a failure to record that leaves the job active
       // until it expires, when pg-boss runs it again.
-      await boss
-        .fail(transfer_queue, job.id, { message: String(error) }, { db: pgBossDb(pool) })
-        .catch(onError)
+      await (next === "settled"
+        ? boss.complete(transfer_queue, job.id, null, { db: pgBossDb(pool) })
+        : boss.fail(transfer_queue, job.id, { message: String(error) }, { db: pgBossDb(pool) })
+      ).catch(onError)
     } finally {
       in_flight -= 1
       wakeAll()
+    }
+  }
+
+  /**
+   * Gives a new job to every pending transfer that has none waiting or running. Each transfer's
+   * job is written with its row and replaced before it ends, so this finds only jobs lost to a
+   * failure in between (the database gone while a job that had run out of retries was replaced).
+   * Transfers younger than a job's expiry are left to their own job.
+   */
+  const requeueOrphans = async (): Promise<number> => {
+    const orphans = await pool.query<{ transfer_id: string }>(
+      `select t.transfer_id from platform.chain_transfers t
+        where t.status = 'pending' and t.created_at < now() - make_interval(secs => $2)
+          and not exists (
+            select 1 from pgboss.job j
+             where j.name = $1 and j.state < 'completed' and j.data->>'transfer_id' = t.transfer_id)
+        limit 1000`,
+      [transfer_queue, 2 * job_expire_seconds],
+    )
+    if (orphans.rows.length === 0) return 0
+    await boss.insert(
+      transfer_queue,
+      orphans.rows.map(({ transfer_id }) => ({ data: { transfer_id } satisfies TransferJob })),
+      { db: pgBossDb(pool) },
+    )
+    return orphans.rows.length
+  }
+
+  const orphanLoop = async () => {
+    while (!stopping) {
+      await requeueOrphans().catch(onError)
+      const until = Date.now() + orphan_sweep_interval_ms
+      while (!stopping && Date.now() < until) await nap(Math.min(1_000, until - Date.now()))
     }
   }
 
@@ -657,9 +797,9 @@ export function startTransferWorker(
         await nap(fetch_interval_ms)
         continue
       }
-      let jobs: ReadonlyArray<{ readonly id: string; readonly data: TransferJob }> = []
+      let jobs: ReadonlyArray<JobWithMetadata<TransferJob>> = []
       try {
-        jobs = await boss.fetch<TransferJob>(transfer_queue, { batchSize: free })
+        jobs = await boss.fetch<TransferJob>(transfer_queue, { batchSize: free, includeMetadata: true })
       } catch (error) {
         onError(error)
       }
@@ -672,14 +812,18 @@ export function startTransferWorker(
   }
 
   return (async () => {
-    await createTransferQueue(boss, job_expire_seconds)
+    await createTransferQueue(boss, job_expire_seconds, {
+      limit: step_retry_limit,
+      delay_max_seconds: step_retry_delay_max,
+    })
     const loop = fetchLoop()
+    const orphans = orphanLoop()
     return {
       advance,
       stop: async () => {
         stopping = true
         wakeAll()
-        await loop
+        await Promise.all([loop, orphans])
         while (in_flight > 0) await nap(50)
       },
     }

@@ -12,6 +12,8 @@ import type { Environment } from "../../domain/platform/scopes.ts"
 import { type AnvilNode, startAnvil } from "../../src/chains/anvil.ts"
 import { deployStablecoin } from "../../src/chains/stablecoin.ts"
 import { walletAccountId } from "../../src/platform/accounts.ts"
+import type { ChainAdapter } from "../../src/ports/chain.ts"
+import { transfer_queue } from "../../src/transfers/hook.ts"
 import { custodyAccountId, type TransferRow } from "../../src/transfers/model.ts"
 import { type RequestDeps, requestTransfer, type SourceWallet } from "../../src/transfers/request.ts"
 import { type ChainRoutes, chainRoutes } from "../../src/transfers/routes.ts"
@@ -536,5 +538,121 @@ describe("on-chain transfers (EVM)", () => {
     ])
     const payer = await account(walletAccountId(wallet.wallet_id, asset))
     expect(payer.debits_posted).toBe(amount + paymentFee(amount))
+  }, 180_000)
+
+  it("fails a transfer it could never sign (its node down) as node_unavailable after its attempts, and releases the funds", async () => {
+    const unreachable = makeEvmAdapter({
+      chain_id: transfer_chain_id,
+      rpc_url: "http://127.0.0.1:9/",
+      finality_confirmations: 1,
+    })
+    const routes = chainRoutes({ sandbox: new Map([["ethereum", unreachable]]) })
+    const wallet = await fundedWallet(10)
+    const requested = await request(wallet, testWallet(23).address, 4_000_000n, null, "sandbox", {
+      ...deps,
+      routes,
+    })
+    const errors: Array<unknown> = []
+    const row = await withWorker(() => settled(requested.transfer_id), routes, {
+      sign_attempts_max: 3,
+      onError: (error) => errors.push(error),
+    })
+    expect(row).toMatchObject({
+      status: "failed",
+      failure_code: "node_unavailable",
+      tx_hash: null,
+      raw_transaction: null,
+    })
+    expect(row.failure_message).toContain("failed 3 attempts in a row")
+    expect(errors).toHaveLength(3)
+    await kit.expectReleased(wallet)
+    expect((await outboxEvents(row.transfer_id)).map((event) => event.event_type)).toEqual(["payment.failed"])
+  }, 180_000)
+
+  it("never signs a transfer whose give-up was claimed (the worker stopped before settling it): the next job settles the failure", async () => {
+    const wallet = await fundedWallet(13)
+    const requested = await request(wallet, testWallet(25).address, 2_000_000n)
+    // What `giveUpUnsigned` writes before it settles; a worker that died right after leaves this.
+    await db.pool.query(
+      "update platform.chain_transfers set failure_code = 'node_unavailable', failure_message = 'gave up' where transfer_id = $1",
+      [requested.transfer_id],
+    )
+    const row = await withWorker(() => settled(requested.transfer_id))
+    expect(row).toMatchObject({ status: "failed", failure_code: "node_unavailable", tx_hash: null })
+    await kit.expectReleased(wallet)
+    expect(await tokenBalance(testWallet(25).address)).toBe(0n)
+  })
+
+  it("reserves without a lapse, and gives a pending transfer whose job was lost a new one", async () => {
+    const wallet = await fundedWallet(27)
+    await node.setBalance(wallet.address, 10n ** 19n)
+    const recipient = testWallet(26).address
+    const before = await tokenBalance(recipient)
+    const requested = await request(wallet, recipient, 3_000_000n)
+    const reservations = await db.pool.query<{ expires_at: string | null }>(
+      "select data->>'expires_at' as expires_at from events where event_type = 'PendingTransferCreated' and data->>'transfer_id' like $1 || '%'",
+      [requested.transfer_id],
+    )
+    expect(reservations.rows.map((row) => row.expires_at)).toEqual([null, null])
+    // The job lost (as if the database failed while it was replaced), and the request an hour old.
+    await db.pool.query("delete from pgboss.job where name = $1 and data->>'transfer_id' = $2", [
+      transfer_queue,
+      requested.transfer_id,
+    ])
+    await db.pool.query(
+      "update platform.chain_transfers set created_at = created_at - interval '1 hour' where transfer_id = $1",
+      [requested.transfer_id],
+    )
+    const row = await withWorker(() => settled(requested.transfer_id), harness.routes, {
+      orphan_sweep_interval_ms: 200,
+    })
+    expect(row.status).toBe("completed")
+    expect(await tokenBalance(recipient)).toBe(before + 3_000_000n)
+  })
+
+  it("keeps a signed transfer's job going past the queue's retries while its node fails, and completes it when the node answers", async () => {
+    const wallet = await fundedWallet(12)
+    await node.setBalance(wallet.address, 10n ** 19n)
+    const recipient = testWallet(24).address
+    const before = await tokenBalance(recipient)
+    let down = true
+    const flaky: ChainAdapter = {
+      ...harness.adapter,
+      transactionStatus: (tx_hash) =>
+        down ? Effect.die(new Error("the node is down")) : harness.adapter.transactionStatus(tx_hash),
+    }
+    const routes = chainRoutes({ sandbox: new Map([["ethereum", flaky]]) })
+    const jobStates = async (transfer_id: string) =>
+      (
+        await db.pool.query<{ state: string }>(
+          "select state from pgboss.job where name = $1 and data->>'transfer_id' = $2 order by created_on",
+          [transfer_queue, transfer_id],
+        )
+      ).rows.map((job) => job.state)
+    const row = await withWorker(
+      async () => {
+        // Requested under this worker's queue policy: one retry per job, at most 1 s apart.
+        const requested = await request(wallet, recipient, 6_000_000n, null, "sandbox", { ...deps, routes })
+        const broadcast = await until(requested.transfer_id, (current) => current.broadcast_at !== null)
+        const deadline = Date.now() + settle_wait_ms_max
+        while (!(await jobStates(requested.transfer_id)).includes("failed")) {
+          if (Date.now() > deadline) throw new Error("the transfer's first job never ran out of retries")
+          await new Promise((resolve) => setTimeout(resolve, 100))
+        }
+        expect((await loadRow(requested.transfer_id)).status).toBe("pending")
+        down = false
+        const done = await settled(requested.transfer_id)
+        expect(done.tx_hash).toBe(broadcast.tx_hash)
+        return done
+      },
+      routes,
+      { step_retry_limit: 1, step_retry_delay_max_seconds: 1, sign_attempts_max: 1 },
+    )
+    expect(row.status).toBe("completed")
+    expect(await tokenBalance(recipient)).toBe(before + 6_000_000n)
+    expect((await outboxEvents(row.transfer_id)).map((event) => event.event_type)).toEqual([
+      "payment.completed",
+    ])
+    expect((await jobStates(row.transfer_id)).length).toBeGreaterThanOrEqual(2)
   }, 180_000)
 })
