@@ -720,18 +720,21 @@ export function startTransferWorker(
 
   let stopping = false
   let in_flight = 0
-  const idle: Array<() => void> = []
+  /** The wakers of the naps in progress; a nap that ends on its own removes its own. */
+  const idle = new Set<() => void>()
   /** Resolves at the next job's end or after `ms`, whichever comes first. */
   const nap = (ms: number) =>
     new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, ms)
-      idle.push(() => {
+      const wake = () => {
         clearTimeout(timer)
+        idle.delete(wake)
         resolve()
-      })
+      }
+      const timer = setTimeout(wake, ms)
+      idle.add(wake)
     })
   const wakeAll = () => {
-    for (const wake of idle.splice(0)) wake()
+    for (const wake of [...idle]) wake()
   }
 
   const runJob = async (job: JobWithMetadata<TransferJob>) => {
@@ -784,8 +787,9 @@ export function startTransferWorker(
   const orphanLoop = async () => {
     while (!stopping) {
       await requeueOrphans().catch(onError)
+      // Woken early by every job's end and by `stop`: naps again for the rest of the interval.
       const until = Date.now() + orphan_sweep_interval_ms
-      while (!stopping && Date.now() < until) await nap(Math.min(1_000, until - Date.now()))
+      while (!stopping && Date.now() < until) await nap(until - Date.now())
     }
   }
 
