@@ -15,6 +15,7 @@ import {
 } from "effect/http"
 import { HttpApi, HttpApiError } from "effect/http-api"
 import { jsonBodyProblem } from "../../domain/platform/json-body.ts"
+import { ProjectionTimeout } from "../ledger/queries.ts"
 import { Authentication, PlatformApi } from "./api.ts"
 import { ApiError, CurrentRequestId, errorResponse, PendingRefusal } from "./errors.ts"
 
@@ -178,7 +179,15 @@ const answer = (
   const known = classify(Cause.squash(cause))
   if (known !== undefined) return Effect.succeed(errorResponse(wrongMethod(known, request), request_id))
   if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
-  const unreachable = databaseUnreachable(Cause.squash(cause))
+  const squashed = Cause.squash(cause)
+  if (squashed instanceof ProjectionTimeout) {
+    return Effect.logWarning("read model behind its ledger", {
+      stream_id: squashed.stream_id,
+      min_version: squashed.min_version,
+      reached_version: squashed.reached_version,
+    }).pipe(Effect.annotateLogs({ request_id }), Effect.as(errorResponse(readModelBehind, request_id)))
+  }
+  const unreachable = databaseUnreachable(squashed)
   return Effect.logError(
     unreachable === undefined ? "unhandled request failure" : "database unavailable",
     unreachable ?? Cause.pretty(cause),
@@ -187,6 +196,19 @@ const answer = (
     Effect.as(errorResponse(unreachable === undefined ? internal : databaseUnavailable, request_id)),
   )
 }
+
+/**
+ * A read that must see the ledger's latest commands found the read model behind them past its wait:
+ * the projection reads only what every open transaction of the database has committed before, so a
+ * long transaction anywhere holds it back until it ends.
+ */
+const readModelBehind = new ApiError({
+  status: 503,
+  code: "read_model_behind",
+  message:
+    "The balances are still being brought up to date with the ledger's latest entries (a long-running database transaction holds them back). Retry shortly.",
+  headers: { "retry-after": "1" },
+})
 
 const databaseUnavailable = new ApiError({
   status: 503,

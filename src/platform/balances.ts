@@ -4,6 +4,7 @@
  */
 import type pg from "pg"
 import { ledgerStreamId } from "../../domain/ledger/events.ts"
+import type { LedgerState } from "../../domain/ledger/state.ts"
 import { formatAmount } from "../../domain/money/amount.ts"
 import type { Environment } from "../../domain/platform/scopes.ts"
 import { waitForStreamHead } from "../ledger/queries.ts"
@@ -54,3 +55,31 @@ export const walletBalances = async (
     reserved: formatAmount(BigInt(row.reserved), row.decimals),
   }))
 }
+
+/**
+ * The same balances from a ledger's state (the writer's, current to its last command), so a command
+ * can answer the balance it left without waiting for the read model.
+ * @example walletBalancesIn((await writer.snapshot(ledger)).state, "wal_...")
+ */
+export const walletBalancesIn = (state: LedgerState, wallet_id: string): ReadonlyArray<TokenBalance> => {
+  const prefix = `${wallet_id}:`
+  const found = [...state.accounts]
+    .map(([, account]) => account)
+    .filter((account) => account.kind === "wallet" && account.account_id.startsWith(prefix))
+    .sort((a, b) =>
+      a.asset.chain === b.asset.chain
+        ? compare(a.asset.symbol, b.asset.symbol)
+        : compare(a.asset.chain, b.asset.chain),
+    )
+  return found.map((account) => ({
+    token: account.asset.symbol,
+    amount: formatAmount(
+      account.credits_posted - account.debits_posted - account.debits_pending,
+      account.asset.decimals,
+    ),
+    chain: account.asset.chain,
+    reserved: formatAmount(account.debits_pending, account.asset.decimals),
+  }))
+}
+
+const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)

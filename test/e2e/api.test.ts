@@ -962,3 +962,26 @@ describe("concurrent payments from one wallet", () => {
     expect(fees.rows).toEqual([{ credits: "30000", debits: "0" }])
   })
 })
+
+describe("a read model held back", () => {
+  it("answers a balance read 503 read_model_behind with Retry-After while a long transaction holds the projection back, and the balance once it ends", async () => {
+    const { client: own } = await registerTenant(platform.url)
+    const wallet = await createWallet(own, "ethereum", "held-back")
+    await fund(own, wallet.wallet_id, "5")
+    // A transaction with an id, left open: the projection reads nothing committed after it began.
+    const held = await platform.database.pool.connect()
+    try {
+      await held.query("begin")
+      await held.query("select pg_current_xact_id()")
+      await fund(own, wallet.wallet_id, "7")
+      const behind = await own.get(`/api/v1/wallets/${wallet.wallet_id}/balance`)
+      const error = expectError(behind, 503, "read_model_behind")
+      expect(error.message).toContain("Retry shortly")
+      expect(behind.headers.get("retry-after")).toBe("1")
+      await held.query("commit")
+    } finally {
+      held.release()
+    }
+    expect(await usdcOf(own, wallet.wallet_id)).toEqual({ amount: "12.00", reserved: "0.00" })
+  }, 60_000)
+})

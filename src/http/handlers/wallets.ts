@@ -21,7 +21,7 @@ import {
   walletAccount,
   walletAccountId,
 } from "../../platform/accounts.ts"
-import { walletBalances } from "../../platform/balances.ts"
+import { walletBalances, walletBalancesIn } from "../../platform/balances.ts"
 import type { Caller } from "../../platform/credentials.ts"
 import { inTransaction, rerun_status, storeResponses } from "../../platform/idempotency.ts"
 import { idPrefixes, newId } from "../../platform/ids.ts"
@@ -280,10 +280,10 @@ const faucet = (payload: { wallet_id: string; token: string; amount: number | st
       }),
     )
     if (!("events" in result)) return result
-    const tokens = yield* db(() =>
-      walletBalances(platform.pool, caller.tenant_id, caller.environment, wallet.wallet_id),
-    )
-    const balance = { wallet_id: wallet.wallet_id, tokens }
+    // From the writer's state, which holds the credit: the read model may lag (a long transaction
+    // elsewhere in the database holds it back), and the credit is made either way.
+    const { state } = yield* platform.writer.snapshot(ledger)
+    const balance = { wallet_id: wallet.wallet_id, tokens: walletBalancesIn(state, wallet.wallet_id) }
     // A retry credited nothing: it answers the balance as it is now, marked as a replay.
     return result.replayed
       ? HttpServerResponse.jsonUnsafe(balance, { headers: { "idempotent-replayed": "true" } })
