@@ -15,6 +15,7 @@ import { chainIdentifiers } from "../domain/chains/registry.ts"
 import { type Environment, environments } from "../domain/platform/scopes.ts"
 import { chainTokenAsset } from "../domain/platform/tokens.ts"
 import type { JsonObject } from "../domain/webhooks/events.ts"
+import { makeMintTally } from "./chains/mint-tally.ts"
 import { productionChain } from "./chains/production.ts"
 import { type SandboxChain, sandbox_finality_confirmations, startSandboxChain } from "./chains/sandbox.ts"
 import {
@@ -220,6 +221,7 @@ const sandboxRunning = (local: SandboxChain): RunningChain => ({
   contracts: local.contracts,
   gas_probe_address: local.issuer_address,
   fund: local.fund,
+  faucet_mints: makeMintTally(),
   finality_confirmations: sandbox_finality_confirmations,
   // The faucet mints: ERC-20 mints are Transfer events from the zero address.
   faucet_senders: new Set([zero_address]),
@@ -231,6 +233,7 @@ const solanaSandboxRunning = (local: SolanaSandboxChain): RunningChain => ({
   contracts: local.contracts,
   gas_probe_address: local.issuer_address,
   fund: local.fund,
+  faucet_mints: makeMintTally(),
   finality_confirmations: solana_sandbox_finality_confirmations,
   // The faucet's SPL MintTo is no transfer instruction: the adapter never reports it as incoming.
   faucet_senders: new Set(),
@@ -246,6 +249,7 @@ const tonSandboxRunning = (local: TonSandboxChain): RunningChain => ({
   contracts: local.contracts,
   gas_probe_address: local.gas_probe_address,
   fund: local.fund,
+  faucet_mints: makeMintTally(),
   finality_confirmations: 1,
   faucet_senders: new Set(
     [...local.contracts.values()].map((minter) =>

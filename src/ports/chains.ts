@@ -24,6 +24,11 @@ export interface RunningChain {
   readonly fund:
     | ((address: string, token: TokenSymbol, amount: bigint, signal?: AbortSignal) => Promise<void>)
     | null
+  /**
+   * Sandbox only: the faucet's mints between chain and ledger (src/chains/mint-tally.ts), which
+   * reconciliation counts as incoming; absent where `fund` is null.
+   */
+  readonly faucet_mints?: MintTally
   /** Blocks (the including one counted) after which a transfer or deposit on it is final. */
   readonly finality_confirmations: number
   /**
@@ -33,6 +38,17 @@ export interface RunningChain {
   readonly faucet_senders: ReadonlySet<string>
   /** The widest block range its adapter's `incomingTransfers` reads at once, when not the port's default. */
   readonly incoming_block_range_max?: bigint
+}
+
+/** Running totals of the faucet's mints per key (tenant and token), started and finished. */
+export interface MintTally {
+  /**
+   * Counts a mint of `amount` as started; the function it returns counts it as finished, once the
+   * ledger holds its credit or it is known that none will come (calls after the first do nothing).
+   */
+  readonly begin: (key: string, amount: bigint) => () => void
+  readonly started: (key: string) => bigint
+  readonly finished: (key: string) => bigint
 }
 
 export interface ChainsService {

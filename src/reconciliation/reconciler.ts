@@ -33,6 +33,7 @@ import { formatAmount } from "../../domain/money/amount.ts"
 import type { Asset } from "../../domain/money/asset.ts"
 import type { Environment } from "../../domain/platform/scopes.ts"
 import { tokenAsset, type WalletChain } from "../../domain/platform/tokens.ts"
+import { mintTallyKey } from "../chains/mint-tally.ts"
 import { waitForStreamHead } from "../ledger/queries.ts"
 import { ledgerOf } from "../platform/accounts.ts"
 import type { ChainsService, RunningChain } from "../ports/chains.ts"
@@ -207,6 +208,10 @@ const readGroup = async (
   chain: { readonly deadline_ms: number } | { readonly unavailable: string },
 ): Promise<ReconciliationReport> => {
   const asset = tokenAsset(group.chain, group.token)
+  // Faucet mints: what finished before the ledger is read is in it; what started before the chain
+  // is read may be on chain without it (src/chains/mint-tally.ts).
+  const mint_key = mintTallyKey(group.tenant_id, group.token)
+  const mints_finished = running.faucet_mints?.finished(mint_key) ?? 0n
   const ledger = await readLedgerSide(deps.pool, group.tenant_id, group.environment, asset)
   const wallets = await deps.pool.query<{ wallet_id: string; address: string }>(
     `select wallet_id, address from platform.wallets
@@ -254,10 +259,11 @@ const readGroup = async (
       on_chain_balance: wallet.balance,
     })
   }
+  const mints_in_flight = (running.faucet_mints?.started(mint_key) ?? 0n) - mints_finished
   const ledger_figures = {
     ledger_balance: ledger.ledger_balance,
     pending_outgoing: ledger.pending_outgoing,
-    pending_incoming: ledger.pending_incoming,
+    pending_incoming: ledger.pending_incoming + mints_in_flight,
   }
   const common = { ...group, decimals: asset.decimals, ...ledger_figures, accounts, checked_at: new Date() }
   if (chain_side.balances === null) {
@@ -305,8 +311,8 @@ const kept_while_unavailable_sql = kept_while_unavailable
  * would add up to nothing), and a drift's `drift_since`; `last_matched_at` moves only when the
  * group is matched.
  */
-const storeReport = async (pool: pg.Pool, report: ReconciliationReport): Promise<void> => {
-  await pool.query(
+const storeReport = async (pool: pg.Pool, report: ReconciliationReport): Promise<StoredReport> => {
+  const stored = await pool.query<{ drift_since: Date | null; last_matched_at: Date | null }>(
     `insert into platform.reconciliation_reports
        (tenant_id, environment, chain, token, token_decimals, status, ledger_balance, on_chain_balance,
         pending_outgoing, pending_incoming, difference, drift, accounts, checked_at, drift_since, error,
@@ -322,7 +328,8 @@ const storeReport = async (pool: pg.Pool, report: ReconciliationReport): Promise
                           then coalesce(platform.reconciliation_reports.drift_since, excluded.checked_at)
                           when excluded.status = 'unavailable'
                           then platform.reconciliation_reports.drift_since end,
-       last_matched_at = coalesce(excluded.last_matched_at, platform.reconciliation_reports.last_matched_at)`,
+       last_matched_at = coalesce(excluded.last_matched_at, platform.reconciliation_reports.last_matched_at)
+     returning drift_since, last_matched_at`,
     [
       report.tenant_id,
       report.environment,
@@ -347,11 +354,14 @@ const storeReport = async (pool: pg.Pool, report: ReconciliationReport): Promise
       report.error,
     ],
   )
+  const kept = stored.rows[0]
+  return { ...report, drift_since: kept?.drift_since ?? null, last_matched_at: kept?.last_matched_at ?? null }
 }
 
 /**
  * Reconciles every token of every chain the tenant has wallets on in `environment` (chains with no
- * adapter running there are skipped), stores the reports and returns them; a chain that cannot be
+ * adapter running there are skipped), stores the reports and returns them with what the store keeps
+ * (`drift_since`, `last_matched_at`); a chain that cannot be
  * read is reported `unavailable` without stopping the others.
  * @example const reports = await reconcileTenant(deps, "ten_...", "sandbox") // [{ chain: "ethereum", token: "USDC", status: "matched", ... }]
  */
@@ -360,14 +370,14 @@ export const reconcileTenant = async (
   tenant_id: string,
   environment: Environment,
   options: ReconcileOptions = {},
-): Promise<ReadonlyArray<ReconciliationReport>> => {
+): Promise<ReadonlyArray<StoredReport>> => {
   const recheck_delay_ms = options.recheck_delay_ms ?? 1_000
   const deadline_ms = options.chain_read_deadline_ms ?? chain_read_deadline_ms_default
   const chains = await deps.pool.query<{ chain: WalletChain }>(
     "select distinct chain from platform.wallets where tenant_id = $1 and environment = $2 order by chain",
     [tenant_id, environment],
   )
-  const reports: Array<ReconciliationReport> = []
+  const reports: Array<StoredReport> = []
   for (const { chain } of chains.rows) {
     const running = deps.chains.get(environment, chain)
     if (running === undefined) continue
@@ -381,8 +391,7 @@ export const reconcileTenant = async (
         report = await readGroup(deps, group, running, contract, reading)
       }
       if (report.status === "unavailable" && report.error !== null) reading = { unavailable: report.error }
-      await storeReport(deps.pool, report)
-      reports.push(report)
+      reports.push(await storeReport(deps.pool, report))
     }
   }
   return reports
@@ -392,11 +401,11 @@ export const reconcileTenant = async (
 export const reconcileAll = async (
   deps: ReconcilerDeps,
   options: ReconcileOptions = {},
-): Promise<ReadonlyArray<ReconciliationReport>> => {
+): Promise<ReadonlyArray<StoredReport>> => {
   const tenants = await deps.pool.query<{ tenant_id: string; environment: Environment }>(
     "select distinct tenant_id, environment from platform.wallets order by tenant_id, environment",
   )
-  const reports: Array<ReconciliationReport> = []
+  const reports: Array<StoredReport> = []
   for (const { tenant_id, environment } of tenants.rows)
     reports.push(...(await reconcileTenant(deps, tenant_id, environment, options)))
   return reports
@@ -406,7 +415,7 @@ export interface ReconcilerOptions extends ReconcileOptions {
   /** Between the end of one run and the start of the next; default 60,000. */
   readonly interval_ms?: number
   /** Every report of every run (the composition root logs drift). */
-  readonly onReport?: (report: ReconciliationReport) => void
+  readonly onReport?: (report: StoredReport) => void
   readonly onError?: (error: unknown) => void
 }
 
@@ -498,14 +507,8 @@ export const storedReports = async (
   }))
 }
 
-/**
- * A report to show: a stored one, or one fresh from a run (the job's log), which knows no
- * `last_matched_at` (shown as null).
- */
-type ShownReport = Omit<StoredReport, "last_matched_at"> & { readonly last_matched_at?: Date | null }
-
-/** The report as the API shows it: exact decimal strings in the token's precision. */
-export const toReportView = (report: ShownReport) => {
+/** The report as the API and the log show it: exact decimal strings in the token's precision. */
+export const toReportView = (report: StoredReport) => {
   const amount = (value: bigint) => formatAmount(value, report.decimals)
   return {
     chain: report.chain,
@@ -536,12 +539,8 @@ export const toReportView = (report: ShownReport) => {
  * The log line of a fresh report, whichever run made it (the job, or one asked for through the
  * API): drift as an error, an unreadable chain as a warning, the rest at debug.
  */
-export const logReport = (report: ReconciliationReport): Effect.Effect<void> => {
-  const view = {
-    tenant_id: report.tenant_id,
-    environment: report.environment,
-    ...toReportView({ ...report, drift_since: null }),
-  }
+export const logReport = (report: StoredReport): Effect.Effect<void> => {
+  const view = { tenant_id: report.tenant_id, environment: report.environment, ...toReportView(report) }
   const line =
     report.status === "drift"
       ? Effect.logError("reconciliation drift")

@@ -11,8 +11,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { makePostgresEventStore } from "../../adapters/eventstore/postgres/event-store.ts"
 import type { Asset } from "../../domain/money/asset.ts"
 import { type AnvilNode, startAnvil } from "../../src/chains/anvil.ts"
+import { makeMintTally, mintTallyKey } from "../../src/chains/mint-tally.ts"
 import { deployStablecoin } from "../../src/chains/stablecoin.ts"
-import type { RunningChain } from "../../src/ports/chains.ts"
+import type { MintTally, RunningChain } from "../../src/ports/chains.ts"
 import { startProjection } from "../../src/projections/runner.ts"
 import { reconcileTenant } from "../../src/reconciliation/reconciler.ts"
 import type { SourceWallet } from "../../src/transfers/request.ts"
@@ -51,12 +52,13 @@ const kit = transferKit(
   () => ({ db, flow: harness, contract }),
 )
 
-const reconcile = async () => {
+const reconcile = async (faucet_mints?: MintTally) => {
   const running: RunningChain = {
     adapter: harness.adapter,
     contracts: new Map([["USDC", contract]]),
     gas_probe_address: issuer.address,
     fund: null,
+    ...(faucet_mints === undefined ? {} : { faucet_mints }),
     finality_confirmations: 1,
     faucet_senders: new Set(),
   }
@@ -186,10 +188,55 @@ describe("reconciliation with money in flight (EVM)", () => {
     })
   })
 
+  it("counts the faucet's mints between chain and ledger as incoming, not drift, until the credit is in the ledger", async () => {
+    const tally = makeMintTally()
+    const { address } = testWallet(3)
+    await db.pool.query(
+      `insert into platform.wallets
+         (wallet_id, tenant_id, environment, chain, address, derivation_index, external_id, label, created_at)
+       values ('wal_reconcile_3', $1, 'sandbox', 'ethereum', $2, 3, 'faucet', 'faucet', now())`,
+      [tenant_id, address],
+    )
+    const funded: SourceWallet = {
+      wallet_id: "wal_reconcile_3",
+      chain: "ethereum",
+      address,
+      tenant_index: 0,
+      wallet_index: 3,
+    }
+    const before = await reconcile(tally)
+    expect(before.drift).toBe(0n)
+    // As the faucet does: counted, minted on chain, then (later) credited in the ledger.
+    const finished = tally.begin(mintTallyKey(tenant_id, "USDC"), funding)
+    await callStablecoin(node.rpc_url, contract, issuer.key, "mint", [address, funding])
+    expect(await reconcile(tally)).toMatchObject({
+      status: before.status,
+      ledger_balance: before.ledger_balance,
+      on_chain_balance: before.on_chain_balance + funding,
+      pending_incoming: before.pending_incoming + funding,
+      difference: before.difference + funding,
+      drift: 0n,
+    })
+    await kit.creditLedger(funded)
+    finished()
+    expect(await reconcile(tally)).toMatchObject({
+      status: before.status,
+      ledger_balance: before.ledger_balance + funding,
+      on_chain_balance: before.on_chain_balance + funding,
+      pending_incoming: before.pending_incoming,
+      difference: before.difference,
+      drift: 0n,
+    })
+  })
+
   it("reports tokens no ledger entry backs as drift, with the address holding them", async () => {
     await callStablecoin(node.rpc_url, contract, issuer.key, "mint", [sender.address, 1_500_000n])
     const report = await reconcile()
     expect(report).toMatchObject({ status: "drift", drift: 1_500_000n })
+    // As stored (and logged): since when it drifts, and when it last matched (the first test).
+    expect(report.drift_since).toEqual(report.checked_at)
+    expect(report.last_matched_at).toBeInstanceOf(Date)
+    expect(report.last_matched_at?.getTime()).toBeLessThan(report.checked_at.getTime())
     expect(report.accounts).toContainEqual(
       expect.objectContaining({
         wallet_id: sender.wallet_id,

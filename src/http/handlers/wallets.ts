@@ -12,6 +12,7 @@ import {
   type WalletChain,
   walletChains,
 } from "../../../domain/platform/tokens.ts"
+import { mintTallyKey } from "../../chains/mint-tally.ts"
 import {
   ensureAccounts,
   faucetAccount,
@@ -203,6 +204,9 @@ const faucet = (payload: { wallet_id: string; token: string; amount: number | st
     const ledger = ledgerOf(caller.tenant_id, caller.environment)
     const context = commandContext(caller, request_id)
     const running = (yield* Chains).get(caller.environment, wallet.chain)
+    // A mint on chain counts as in flight for reconciliation until its credit is in the ledger (or
+    // failed): the tokens are at the address before any ledger entry backs them.
+    let mintFinished: (() => void) | undefined
     // Accounts open inside `idempotent`: a refused Idempotency-Key must not open them.
     const result = yield* idempotent(caller, "sandbox.faucet", payload, (ticket) =>
       Effect.gen(function* () {
@@ -222,6 +226,7 @@ const faucet = (payload: { wallet_id: string; token: string; amount: number | st
         // Where the wallet's chain runs locally, the tokens exist on chain too (with gas to move them).
         if (running?.fund != null && !credited) {
           const fund = running.fund
+          mintFinished = running.faucet_mints?.begin(mintTallyKey(caller.tenant_id, asset.symbol), amount)
           yield* Effect.tryPromise({
             // The deadline aborts a mint still waiting its turn: it is never sent, so nothing lands
             // on chain that the 503 says was not credited.
@@ -278,7 +283,7 @@ const faucet = (payload: { wallet_id: string; token: string; amount: number | st
           ),
         )
       }),
-    )
+    ).pipe(Effect.ensuring(Effect.sync(() => mintFinished?.())))
     if (!("events" in result)) return result
     // From the writer's state, which holds the credit: the read model may lag (a long transaction
     // elsewhere in the database holds it back), and the credit is made either way.
