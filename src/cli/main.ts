@@ -48,7 +48,7 @@ Options for export:
   --to <RFC 3339 time>      Only events recorded before this time.
   --format ndjson|csv       Output format (default ndjson). CSV has a header row; data and
                             metadata are JSON columns.
-  --output <file>           Write to this file instead of standard output.
+  --output <file>           Write to this file instead of standard output (- is standard output).
   Without --stream or --ledger every stream is exported, in global position order.
 
 Configuration (environment):
@@ -144,9 +144,10 @@ const exportArguments = (values: Values): ExportArguments => {
   }
 }
 
+/** The file to write; undefined for standard output (no `--output`, or `--output -`). */
 const outputFile = (value: string | undefined): string | undefined => {
   if (value !== undefined && value.trim() === "") throw new UsageError("--output must name a file")
-  return value
+  return value === "-" ? undefined : value
 }
 
 const batchSize = (value: string | undefined): number | undefined => {
@@ -166,7 +167,20 @@ const parse = (argv: ReadonlyArray<string>) => {
   if (rest.includes("--help") || rest.includes("-h")) return undefined
   try {
     const options = commandOptions[name] ?? {}
-    const { values } = parseArgs({ args: [...rest], options, strict: true, allowPositionals: false })
+    const { values, tokens } = parseArgs({
+      args: [...rest],
+      options,
+      strict: true,
+      allowPositionals: false,
+      tokens: true,
+    })
+    // parseArgs keeps the last of a repeated option: `--ledger A --ledger B` would export B alone.
+    const seen = new Set<string>()
+    for (const token of tokens) {
+      if (token.kind !== "option") continue
+      if (seen.has(token.name)) throw new UsageError(`--${token.name} is given more than once`)
+      seen.add(token.name)
+    }
     return { name, values: values as Values }
   } catch (error) {
     throw new UsageError(error instanceof Error ? error.message : String(error))

@@ -23,7 +23,9 @@ export const progressLine = (p: RebuildProgress): string => {
   const fraction = p.event_count_total === 0 ? 1 : Math.min(1, p.event_count / p.event_count_total)
   const filled = Math.round(fraction * bar_width)
   const percent = (fraction * 100).toFixed(1).padStart(5)
-  const count = `${p.event_count.toLocaleString("en-US")}/${p.event_count_total.toLocaleString("en-US")}`
+  // Events appended during the replay are replayed too: the total grows with them.
+  const total = Math.max(p.event_count_total, p.event_count)
+  const count = `${p.event_count.toLocaleString("en-US")}/${total.toLocaleString("en-US")}`
   const phase = p.phase === "index" ? "  (building indexes)" : p.phase === "swap" ? "  (swapping in)" : ""
   const speed = rate(p.event_count, p.elapsed_ms).toLocaleString("en-US")
   return `[${"#".repeat(filled)}${" ".repeat(bar_width - filled)}] ${percent}%  ${count} events  ${speed} events/s${phase}`

@@ -19,6 +19,9 @@ export interface OpenDatabase {
 /** The database the platform uses inside the embedded server. */
 const embedded_database_name = "platform"
 
+/** How long a tool (`existing`) waits for a connection to the database. */
+const tool_connect_timeout_ms = 10_000
+
 /** A tool that reads a platform's data found none where it was pointed. */
 export class NoPlatformDatabase extends Error {
   override readonly name = "NoPlatformDatabase"
@@ -43,7 +46,7 @@ export const openDatabase = async (
   } else {
     if (options.existing === true && !hasEmbeddedServer(config.dataDir)) {
       throw new NoPlatformDatabase(
-        `no platform database in DATA_DIR ${config.dataDir} (no ${config.dataDir}/pg): point DATA_DIR at the platform's data directory, or set DATABASE_URL`,
+        `no platform database in DATA_DIR ${config.dataDir} (no PostgreSQL data directory at ${config.dataDir}/pg): point DATA_DIR at the platform's data directory, or set DATABASE_URL`,
       )
     }
     const server = await startEmbedded({
@@ -60,7 +63,12 @@ export const openDatabase = async (
     }
     stopServer = server.stop
   }
-  const pool = new pg.Pool({ connectionString: url, max: options.poolSize ?? 20 })
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: options.poolSize ?? 20,
+    // A tool gives up on a server that takes the connection but never answers, instead of hanging.
+    ...(options.existing === true ? { connectionTimeoutMillis: tool_connect_timeout_ms } : {}),
+  })
   // An idle client that loses its connection emits 'error'; without a listener Node would crash.
   pool.on("error", (error) => options.log?.(`idle database client error: ${error.message}`))
   // So does a checked-out one between statements (the pool listens only to idle ones): the server

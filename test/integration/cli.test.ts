@@ -6,6 +6,7 @@
  */
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
+import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Effect } from "effect"
@@ -17,6 +18,7 @@ import {
 } from "../../adapters/eventstore/postgres/event-store.ts"
 import { live_schema, projectionTablesSql } from "../../projections/schema.ts"
 import { export_columns } from "../../src/cli/export.ts"
+import { progressLine } from "../../src/cli/replay.ts"
 import { uuidv7 } from "../../src/ids.ts"
 import { waitForStreamHead } from "../../src/ledger/queries.ts"
 import type { RecordedEvent } from "../../src/ports/event-store.ts"
@@ -175,6 +177,15 @@ describe("ledger CLI", () => {
     { args: ["verify", "--fast"], message: /Unknown option '--fast'/ },
     { args: ["replay", "--batch-size", "0"], message: /--batch-size must be an integer/ },
     { args: ["export", "--output", ""], message: /--output must name a file/ },
+    {
+      args: ["export", "--ledger", "acme:sandbox", "--ledger", "acme:production"],
+      message: /--ledger is given more than once/,
+    },
+    { args: ["export", "--format", "csv", "--format=ndjson"], message: /--format is given more than once/ },
+    {
+      args: ["replay", "--batch-size", "5", "--batch-size", "6"],
+      message: /--batch-size is given more than once/,
+    },
   ])("rejects $args with exit code 2", async ({ args, message }) => {
     const result = await runCli(args)
     expect(result.code).toBe(2)
@@ -199,6 +210,12 @@ describe("ledger CLI", () => {
       expect(result.stderr).toContain(`no platform database in DATA_DIR ${missing}`)
       expect(fs.existsSync(missing)).toBe(false)
     }
+    // A pg directory without a server's data in it says just that.
+    const bare = path.join(tmp, "bare-data-dir")
+    fs.mkdirSync(path.join(bare, "pg"), { recursive: true })
+    const bare_result = await runCli(["verify"], { DATABASE_URL: "", DATA_DIR: bare })
+    expect(bare_result.code).toBe(1)
+    expect(bare_result.stderr).toContain(`no PostgreSQL data directory at ${bare}/pg`)
     const empty = await freshDatabase({ migrate: false })
     try {
       const result = await runCli(["verify"], { DATABASE_URL: empty.url })
@@ -212,6 +229,28 @@ describe("ledger CLI", () => {
     } finally {
       await empty.drop()
     }
+  })
+
+  it("gives up with exit 1 on a server that takes the connection but never answers", async () => {
+    const silent = net.createServer(() => {})
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve))
+    const { port } = silent.address() as net.AddressInfo
+    try {
+      const started = Date.now()
+      const result = await runCli(["verify"], { DATABASE_URL: `postgres://u:p@127.0.0.1:${port}/db` })
+      expect(result.code).toBe(1)
+      expect(result.stderr).toMatch(/^ledger: .*timeout/i)
+      expect(Date.now() - started).toBeLessThan(60_000)
+    } finally {
+      silent.close()
+    }
+  }, 90_000)
+
+  it("exports to standard output with --output -", async () => {
+    const result = await runCli(["export", "--ledger", "acme:sandbox", "--output", "-"])
+    expect(result.code).toBe(0)
+    expect(result.stdout.trimEnd().split("\n")).toHaveLength(sandbox.events.length)
+    expect(fs.existsSync(path.join(process.cwd(), "-"))).toBe(false)
   })
 
   it("verify passes on an intact store", async () => {
@@ -244,6 +283,10 @@ describe("ledger CLI", () => {
       new RegExp(`^replayed ${count} events in [\\d.]+ s \\(\\d+ events/s\\)\\n$`),
     )
     expect(await compareSchemas(db.pool, "before_replay", live_schema)).toEqual([])
+    // Events appended while it runs are replayed too: the count never passes its total.
+    expect(
+      progressLine({ phase: "build", event_count: 120, event_count_total: 100, elapsed_ms: 1_000 }),
+    ).toBe(`[${"#".repeat(30)}] 100.0%  120/120 events  120 events/s`)
   })
 
   it("exports a ledger as NDJSON that round-trips, hashes included", async () => {
