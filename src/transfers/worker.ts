@@ -100,7 +100,8 @@ export interface TransferWorkerOptions {
   /**
    * Attempts in a row at signing that failed on an error of the chain's node (unreachable, or an
    * error that is no refusal) after which a transfer that was never signed fails `node_unavailable`
-   * and its funds are released; default 10 (about 5 minutes of the queue's backoff). Nothing can
+   * and its funds are released; default 10 (about 5 minutes of the queue's backoff, more when each
+   * attempt waits out a hanging node's timeouts). Nothing can
    * reach the chain for it: no bytes were persisted, and none will be.
    */
   readonly sign_attempts_max?: number
@@ -117,6 +118,12 @@ export interface TransferWorkerOptions {
    * the database at the wrong moment) and gives each a new one; default 60,000.
    */
   readonly orphan_sweep_interval_ms?: number
+  /**
+   * The environment whose chains started anew at `at` (the sandbox's local chains start with the
+   * platform): its transfers still pending from before went to chains that are gone, where nothing
+   * of theirs can land, and fail `dropped` with their funds released when the worker starts.
+   */
+  readonly chains_restarted?: { readonly environment: Environment; readonly at: Date }
   /** Errors of steps (they are retried by pg-boss); default: ignored. */
   readonly onError?: (error: unknown) => void
   /**
@@ -450,13 +457,14 @@ export function startTransferWorker(
    * claimed on the row first, under its lock and only while it has no signature, so no job signs it
    * afterwards (`signOnce` settles the claimed failure instead); false when it was signed meanwhile.
    */
-  const giveUpUnsigned = async (row: TransferRow, attempts: number, error: unknown): Promise<boolean> => {
-    const reason = error instanceof Error ? error.message : String(error)
+  const giveUpUnsigned = async (row: TransferRow, attempts: number): Promise<boolean> => {
+    // Tenants read this (API, webhooks): the node's own error stays in the operator's log, since it
+    // can carry the RPC URL and with it a provider's key.
     const failure: Failure = {
       code: "node_unavailable",
       message:
-        `The ${row.chain} node failed ${attempts} attempts in a row to sign the transfer (last: ` +
-        `${reason.slice(0, 200)}); nothing was sent, and the funds were released.`,
+        `The ${row.chain} node could not be reached or failed on ${attempts} attempts in a row to ` +
+        "prepare the transfer; nothing was sent, and the funds were released.",
     }
     const claimed = await pool.query(
       `update platform.chain_transfers set failure_code = $2, failure_message = $3
@@ -470,6 +478,43 @@ export function startTransferWorker(
   }
 
   /**
+   * Fails the transfers left pending on chains that ended (see `chains_restarted`), each claimed on
+   * its row first like `giveUpUnsigned`, so no job signs it afterwards; answers how many.
+   */
+  const failTransfersOfEndedChains = async (restarted: {
+    readonly environment: Environment
+    readonly at: Date
+  }): Promise<number> => {
+    const failure: Failure = {
+      code: "dropped",
+      message:
+        `The ${restarted.environment}'s chains were started anew (at ${restarted.at.toISOString()}) ` +
+        "while this transfer was pending: nothing of it can land on the new ones, and the funds were released.",
+    }
+    const claimed = await pool.query(
+      `update platform.chain_transfers set failure_code = $3, failure_message = $4
+        where environment = $1 and status = 'pending' and created_at < $2 and failure_code is null
+        returning *`,
+      [restarted.environment, restarted.at, failure.code, failure.message],
+    )
+    // Also those claimed by an earlier start that stopped before settling them.
+    const left = await pool.query(
+      `select * from platform.chain_transfers
+        where environment = $1 and status = 'pending' and created_at < $2 and failure_code is not null`,
+      [restarted.environment, restarted.at],
+    )
+    const rows = new Map(
+      [...claimed.rows, ...left.rows].map((row) => [row.transfer_id as string, fromDb(row)]),
+    )
+    for (const row of rows.values())
+      await fail(row, {
+        code: row.failure_code ?? failure.code,
+        message: row.failure_message ?? failure.message,
+      })
+    return rows.size
+  }
+
+  /**
    * After a step threw (the chain's node or the database failed): a transfer never signed is given
    * up after `sign_attempts_max` attempts; a signed one gets a new job when this one has no retry
    * left, since its transaction may be on the chain and only a worker settles it. Answers whether
@@ -477,12 +522,11 @@ export function startTransferWorker(
    */
   const afterStepError = async (
     job: Pick<JobWithMetadata<TransferJob>, "data" | "retryCount" | "retryLimit" | "retryDelayMax">,
-    error: unknown,
   ): Promise<"settled" | "retry"> => {
     const row = await loadRow(pool, job.data.transfer_id)
     if (row === undefined || row.status !== "pending") return "settled"
     const attempts = job.retryCount + 1
-    if (row.tx_hash === null && attempts >= sign_attempts_max && (await giveUpUnsigned(row, attempts, error)))
+    if (row.tx_hash === null && attempts >= sign_attempts_max && (await giveUpUnsigned(row, attempts)))
       return "settled"
     if (job.retryCount >= job.retryLimit) {
       await boss.insert(
@@ -622,6 +666,11 @@ export function startTransferWorker(
   const advance = async (transfer_id: string): Promise<"settled" | "waiting"> => {
     const loaded = await loadRow(pool, transfer_id)
     if (loaded === undefined || loaded.status !== "pending") return "settled"
+    if (loaded.failure_code !== null) {
+      // Its failure was claimed (given up, or its chain ended) and not settled yet: settle it.
+      await fail(loaded, { code: loaded.failure_code, message: loaded.failure_message ?? "" })
+      return "settled"
+    }
     const signed =
       loaded.tx_hash === null ? await signOnce(loaded) : ({ kind: "signed", row: loaded } as const)
     if (signed.kind === "failed") {
@@ -743,7 +792,7 @@ export function startTransferWorker(
       await boss.complete(transfer_queue, job.id, null, { db: pgBossDb(pool) })
     } catch (error) {
       onError(error)
-      const next = await afterStepError(job, error).catch((failed: unknown) => {
+      const next = await afterStepError(job).catch((failed: unknown) => {
         onError(failed)
         return "retry" as const
       })
@@ -820,6 +869,7 @@ export function startTransferWorker(
       limit: step_retry_limit,
       delay_max_seconds: step_retry_delay_max,
     })
+    if (options.chains_restarted !== undefined) await failTransfersOfEndedChains(options.chains_restarted)
     const loop = fetchLoop()
     const orphans = orphanLoop()
     return {

@@ -563,7 +563,12 @@ describe("on-chain transfers (EVM)", () => {
       tx_hash: null,
       raw_transaction: null,
     })
-    expect(row.failure_message).toContain("failed 3 attempts in a row")
+    expect(row.failure_message).toBe(
+      "The ethereum node could not be reached or failed on 3 attempts in a row to prepare the transfer; nothing was sent, and the funds were released.",
+    )
+    // The node's own errors (which name its URL) reach the operator's log, never the tenant.
+    expect(String(errors[0])).toContain("127.0.0.1:9")
+    expect(row.failure_message).not.toContain("127.0.0.1")
     expect(errors).toHaveLength(3)
     await kit.expectReleased(wallet)
     expect((await outboxEvents(row.transfer_id)).map((event) => event.event_type)).toEqual(["payment.failed"])
@@ -608,6 +613,48 @@ describe("on-chain transfers (EVM)", () => {
     })
     expect(row.status).toBe("completed")
     expect(await tokenBalance(recipient)).toBe(before + 3_000_000n)
+  })
+
+  it("fails the transfers left pending by chains that were started anew, signed or not, and leaves newer ones alone", async () => {
+    const wallet = await fundedWallet(28)
+    await node.setBalance(wallet.address, 10n ** 19n)
+    const recipient = testWallet(29).address
+    const before = await tokenBalance(recipient)
+    const signed = await withoutAutomine(async () => {
+      const requested = await request(wallet, recipient, 1_000_000n)
+      const broadcast = await withWorker(() =>
+        until(requested.transfer_id, (row) => row.broadcast_at !== null),
+      )
+      // The chain that had it is gone: nothing of it lands anywhere.
+      await node.rpc("anvil_dropTransaction", [broadcast.tx_hash])
+      return broadcast
+    })
+    const unsigned = await request(wallet, recipient, 2_000_000n)
+    await new Promise((resolve) => setTimeout(resolve, 5))
+    const restarted_at = new Date()
+    const newer = await request(wallet, recipient, 3_000_000n)
+    const rows = await withWorker(
+      async () => [
+        await settled(signed.transfer_id),
+        await settled(unsigned.transfer_id),
+        await settled(newer.transfer_id),
+      ],
+      harness.routes,
+      { chains_restarted: { environment: "sandbox", at: restarted_at } },
+    )
+    for (const row of rows.slice(0, 2)) {
+      expect(row).toMatchObject({ status: "failed", failure_code: "dropped" })
+      expect(row.failure_message).toContain("chains were started anew")
+      expect((await outboxEvents(row.transfer_id)).map((event) => event.event_type)).toEqual([
+        "payment.failed",
+      ])
+    }
+    expect(rows[1]?.tx_hash).toBeNull()
+    expect(rows[2]?.status).toBe("completed")
+    expect(await tokenBalance(recipient)).toBe(before + 3_000_000n)
+    const payer = await account(walletAccountId(wallet.wallet_id, asset))
+    expect(payer.debits_pending).toBe(0n)
+    expect(payer.debits_posted).toBe(3_000_000n + paymentFee(3_000_000n))
   })
 
   it("keeps a signed transfer's job going past the queue's retries while its node fails, and completes it when the node answers", async () => {
