@@ -312,7 +312,7 @@ const kept_while_unavailable_sql = kept_while_unavailable
  * group is matched.
  */
 const storeReport = async (pool: pg.Pool, report: ReconciliationReport): Promise<StoredReport> => {
-  const stored = await pool.query<{ drift_since: Date | null; last_matched_at: Date | null }>(
+  const stored = await pool.query(
     `insert into platform.reconciliation_reports
        (tenant_id, environment, chain, token, token_decimals, status, ledger_balance, on_chain_balance,
         pending_outgoing, pending_incoming, difference, drift, accounts, checked_at, drift_since, error,
@@ -329,7 +329,7 @@ const storeReport = async (pool: pg.Pool, report: ReconciliationReport): Promise
                           when excluded.status = 'unavailable'
                           then platform.reconciliation_reports.drift_since end,
        last_matched_at = coalesce(excluded.last_matched_at, platform.reconciliation_reports.last_matched_at)
-     returning drift_since, last_matched_at`,
+     returning *`,
     [
       report.tenant_id,
       report.environment,
@@ -354,14 +354,14 @@ const storeReport = async (pool: pg.Pool, report: ReconciliationReport): Promise
       report.error,
     ],
   )
-  const kept = stored.rows[0]
-  return { ...report, drift_since: kept?.drift_since ?? null, last_matched_at: kept?.last_matched_at ?? null }
+  return fromStoredRow(stored.rows[0])
 }
 
 /**
  * Reconciles every token of every chain the tenant has wallets on in `environment` (chains with no
  * adapter running there are skipped), stores the reports and returns them with what the store keeps
- * (`drift_since`, `last_matched_at`); a chain that cannot be
+ * (`drift_since`, `last_matched_at`, and for an `unavailable` one the figures of the last complete
+ * read); a chain that cannot be
  * read is reported `unavailable` without stopping the others.
  * @example const reports = await reconcileTenant(deps, "ten_...", "sandbox") // [{ chain: "ethereum", token: "USDC", status: "matched", ... }]
  */
@@ -468,6 +468,34 @@ export const startReconciler = (deps: ReconcilerDeps, options: ReconcilerOptions
 
 const optionalBigint = (value: unknown) => (value === null ? null : BigInt(String(value)))
 
+/** A row of platform.reconciliation_reports as a report. */
+const fromStoredRow = (row: pg.QueryResultRow): StoredReport => ({
+  tenant_id: row.tenant_id,
+  environment: row.environment,
+  chain: row.chain,
+  token: row.token,
+  decimals: row.token_decimals,
+  status: row.status,
+  ledger_balance: BigInt(row.ledger_balance),
+  on_chain_balance: BigInt(row.on_chain_balance),
+  pending_outgoing: BigInt(row.pending_outgoing),
+  pending_incoming: BigInt(row.pending_incoming),
+  difference: BigInt(row.difference),
+  drift: BigInt(row.drift),
+  accounts: (row.accounts as ReadonlyArray<Record<string, unknown>>).map((account) => ({
+    account_id: account.account_id as string | null,
+    kind: account.kind as string,
+    wallet_id: account.wallet_id as string | null,
+    address: account.address as string | null,
+    ledger_balance: optionalBigint(account.ledger_balance),
+    on_chain_balance: optionalBigint(account.on_chain_balance),
+  })),
+  error: row.error,
+  checked_at: row.checked_at,
+  drift_since: row.drift_since,
+  last_matched_at: row.last_matched_at,
+})
+
 /** The latest stored report of each of the tenant's groups in `environment`, by chain and token. */
 export const storedReports = async (
   pool: pg.Pool,
@@ -479,32 +507,7 @@ export const storedReports = async (
       where tenant_id = $1 and environment = $2 order by chain, token`,
     [tenant_id, environment],
   )
-  return found.rows.map((row) => ({
-    tenant_id: row.tenant_id,
-    environment: row.environment,
-    chain: row.chain,
-    token: row.token,
-    decimals: row.token_decimals,
-    status: row.status,
-    ledger_balance: BigInt(row.ledger_balance),
-    on_chain_balance: BigInt(row.on_chain_balance),
-    pending_outgoing: BigInt(row.pending_outgoing),
-    pending_incoming: BigInt(row.pending_incoming),
-    difference: BigInt(row.difference),
-    drift: BigInt(row.drift),
-    accounts: (row.accounts as ReadonlyArray<Record<string, unknown>>).map((account) => ({
-      account_id: account.account_id as string | null,
-      kind: account.kind as string,
-      wallet_id: account.wallet_id as string | null,
-      address: account.address as string | null,
-      ledger_balance: optionalBigint(account.ledger_balance),
-      on_chain_balance: optionalBigint(account.on_chain_balance),
-    })),
-    error: row.error,
-    checked_at: row.checked_at,
-    drift_since: row.drift_since,
-    last_matched_at: row.last_matched_at,
-  }))
+  return found.rows.map(fromStoredRow)
 }
 
 /** The report as the API and the log show it: exact decimal strings in the token's precision. */
