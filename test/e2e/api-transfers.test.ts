@@ -425,6 +425,19 @@ describe("POST /api/v2/transfers on the local chain", () => {
     )
     expect(refused.param).toBe("amount")
     expect(refused.message).toMatch(/holds 0\.00 USDC at its address on chain; this transfer needs 5\.00/)
+    // Short in the ledger as well (10.00 does not cover 20 and its fee): the plainer refusal.
+    const broke = expectError(
+      await client.post("/api/v2/transfers", {
+        from_wallet: payee.wallet_id,
+        to_address: privateKeyToAccount(generatePrivateKey()).address,
+        amount: "20",
+        token: "USDC",
+        chain: "ethereum",
+      }),
+      422,
+      "insufficient_funds",
+    )
+    expect(broke.param).toBe("amount")
     expect(
       expectOk(
         await client.get<{ data: ReadonlyArray<TransferView> }>(
@@ -457,6 +470,24 @@ describe("POST /api/v2/transfers on the local chain", () => {
     }
     expect((await settled(first.transaction_id)).status).toBe("completed")
     expect(await tokenBalance(sender.address as Address)).toBe(4_000_000n)
+    // Its ledger balance (3.982) rises to 8.982 by a social payment, which stays at the payer's
+    // address on chain: only the chain side is short for 5 below.
+    expectOk(
+      await client.post("/api/v1/identities", {
+        wallet_id: sender.wallet_id,
+        kind: "email",
+        value: "mined-pending@example.com",
+      }),
+      201,
+    )
+    expectOk(
+      await client.post("/api/social-payments/pay", {
+        recipient: "mined-pending@example.com",
+        amount: "5",
+        token: "USDC",
+        from_wallet: wallet.wallet_id,
+      }),
+    )
     // The moment between its block and its settlement in the ledger, held open: the transfer is
     // pending again in the table while its tokens have left the address.
     const db = new pg.Client({ connectionString: platform.database.url })

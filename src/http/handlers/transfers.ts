@@ -10,11 +10,13 @@ import { HttpApiBuilder } from "effect/http-api"
 import type pg from "pg"
 import { assert, assertNever } from "../../../domain/assert.ts"
 import { chainFamily, tronSpellingOfEvm } from "../../../domain/custody/derive.ts"
+import { paymentFee } from "../../../domain/ledger/fee.ts"
 import { formatAmount } from "../../../domain/money/amount.ts"
 import type { Asset } from "../../../domain/money/asset.ts"
 import type { Environment } from "../../../domain/platform/scopes.ts"
 import { isWalletChain, type WalletChain, walletChains } from "../../../domain/platform/tokens.ts"
 import { toPage } from "../../db/page.ts"
+import { ledgerOf, walletAccountId } from "../../platform/accounts.ts"
 import type { Caller } from "../../platform/credentials.ts"
 import { Platform } from "../../platform/service.ts"
 import { getPayment } from "../../platform/transactions.ts"
@@ -192,6 +194,8 @@ const balance_read_deadline_ms = 10_000
  */
 const refuseOnChainShortfall = (
   pool: pg.Pool,
+  /** The wallet's available ledger balance: when it is short too, that is the refusal to give. */
+  ledgerAvailable: Effect.Effect<bigint>,
   adapter: ChainAdapter,
   wallet: { readonly wallet_id: string; readonly address: string },
   token: { readonly asset: Asset; readonly contract: string },
@@ -229,6 +233,14 @@ const refuseOnChainShortfall = (
     if (held === undefined) return
     if (held - sending >= amount) return
     const units = (minor: bigint) => formatAmount(minor, token.asset.decimals)
+    // The ledger would refuse it anyway, and for the plainer reason: say that one.
+    if ((yield* ledgerAvailable) < amount + paymentFee(amount)) {
+      return yield* unprocessable(
+        "insufficient_funds",
+        "The paying wallet's available balance does not cover the amount and its fee.",
+        "amount",
+      )
+    }
     return yield* unprocessable(
       "onchain_balance_short",
       `Wallet ${wallet.wallet_id} holds ${units(held)} ${token.asset.symbol} at its address on chain${
@@ -284,7 +296,22 @@ const createTransfer = (payload: TransferPayload) =>
             Effect.andThen(
               refuseOtherChainCustody(platform.pool, caller.environment, chain, destination),
               () =>
-                refuseOnChainShortfall(platform.pool, running.adapter, wallet, { asset, contract }, amount),
+                refuseOnChainShortfall(
+                  platform.pool,
+                  Effect.map(
+                    platform.writer.snapshot(ledgerOf(caller.tenant_id, caller.environment)),
+                    ({ state }) => {
+                      const account = state.accounts.get(walletAccountId(wallet.wallet_id, asset))
+                      return account === undefined
+                        ? 0n
+                        : account.credits_posted - account.debits_posted - account.debits_pending
+                    },
+                  ),
+                  running.adapter,
+                  wallet,
+                  { asset, contract },
+                  amount,
+                ),
             ),
         },
         {
