@@ -16,7 +16,8 @@
 // it was broadcast is answered never_broadcast by the verification.
 
 import { base58 } from "@scure/base"
-import { generateKeyPairSigner, isAddress } from "@solana/kit"
+import { generateKeyPairSigner, isAddress, address as solanaAddress } from "@solana/kit"
+import { findAssociatedTokenPda, TOKEN_PROGRAM_ADDRESS } from "@solana-program/token"
 import pg from "pg"
 import { type Address, createPublicClient, erc20Abi, http } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
@@ -853,6 +854,26 @@ describe("POST /api/v2/transfers on the local Solana chain", () => {
         }),
         422,
         code,
+      )
+    }
+    // A wallet's token accounts, not created yet: no key signs for them, and no wallet is credited.
+    const receiver = await createWallet("solana-ata-owner", "solana", "solana")
+    for (const token of ["USDC", "USDT"]) {
+      const [to_address] = await findAssociatedTokenPda({
+        owner: solanaAddress(receiver.address),
+        mint: solanaAddress(mint(token)),
+        tokenProgram: TOKEN_PROGRAM_ADDRESS,
+      })
+      expectError(
+        await client.post("/api/v2/transfers", {
+          from_wallet: sender.wallet_id,
+          to_address,
+          amount: "1",
+          token: "USDC",
+          chain: "solana",
+        }),
+        422,
+        "token_account_address",
       )
     }
   })

@@ -4,10 +4,12 @@
  * send job in one transaction (src/transfers/request.ts); the transfer worker signs, broadcasts,
  * confirms and settles it, and `payment.completed` / `payment.failed` tell the tenant.
  */
+import { isOffCurveAddress, address as solanaAddress } from "@solana/kit"
 import { Effect } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import type pg from "pg"
+import { associatedTokenAccount } from "../../../adapters/chains/solana/adapter.ts"
 import { assert, assertNever } from "../../../domain/assert.ts"
 import { chainFamily, tronSpellingOfEvm } from "../../../domain/custody/derive.ts"
 import { paymentFee } from "../../../domain/ledger/fee.ts"
@@ -173,6 +175,42 @@ const refuseOtherChainCustody = (
     )
   })
 
+/**
+ * Solana: a destination that is the associated token account of one of the platform's wallets (an
+ * off-curve address, so no key signs for it), created or not. A transfer to it would open a token
+ * account owned by that token account, where nothing could move the tokens again, and credit no
+ * wallet. Only an off-curve destination is looked into: a wallet's own address is on the curve.
+ */
+const refuseCustodyTokenAccount = (
+  pool: pg.Pool,
+  environment: Environment,
+  chain: WalletChain,
+  to_address: string,
+  mints: ReadonlyArray<string>,
+) =>
+  Effect.gen(function* () {
+    if (chainFamily(chain) !== "solana" || !isOffCurveAddress(solanaAddress(to_address))) return
+    const wallets = yield* db(() =>
+      pool.query<{ address: string }>(
+        "select address from platform.wallets where chain = $1 and environment = $2",
+        [chain, environment],
+      ),
+    )
+    for (const wallet of wallets.rows) {
+      for (const mint of mints) {
+        const account = yield* Effect.promise(() =>
+          associatedTokenAccount(solanaAddress(wallet.address), solanaAddress(mint)),
+        )
+        if (account !== to_address) continue
+        return yield* unprocessable(
+          "token_account_address",
+          `${to_address} is the token account of a wallet of the platform (it keeps that wallet's tokens, and no key signs for it): tokens sent to it would belong to no one. Send to the wallet's own address.`,
+          "to_address",
+        )
+      }
+    }
+  })
+
 /** Whether `tx_hash` is in a block (confirmed, final or reverted); no answer in time counts as no. */
 const landed = (adapter: ChainAdapter, tx_hash: string) =>
   adapter.transactionStatus(tx_hash).pipe(
@@ -294,7 +332,13 @@ const createTransfer = (payload: TransferPayload) =>
           // Once the destination is known valid, before anything is reserved.
           preflight: (destination) =>
             Effect.andThen(
-              refuseOtherChainCustody(platform.pool, caller.environment, chain, destination),
+              Effect.andThen(
+                refuseOtherChainCustody(platform.pool, caller.environment, chain, destination),
+                () =>
+                  refuseCustodyTokenAccount(platform.pool, caller.environment, chain, destination, [
+                    ...running.contracts.values(),
+                  ]),
+              ),
               () =>
                 refuseOnChainShortfall(
                   platform.pool,
