@@ -270,6 +270,9 @@ describe("reconciliation of ledger liabilities with on-chain custody balances", 
     expect(line).toBeDefined()
     expect(line).toContain(payer.address)
     expect(line).toContain('"drift":"-1.50"')
+    // With the stored report's dates: since when it drifts, and when it last matched.
+    expect(line).toContain(`"drift_since":"${drifting.drift_since}"`)
+    expect(line).toMatch(/"last_matched_at":"\d{4}-/)
 
     await setTokenBalance(payer.address as Address, before)
     expect(group(await reconcileNow(), "USDC")).toMatchObject({ status: "matched", drift_since: null })
