@@ -9,6 +9,7 @@ import type pg from "pg"
 import { assert } from "../../domain/assert.ts"
 import type { AppendedCommand, TransactionHook } from "../ledger/writer.ts"
 import type { EnqueueEvents, OutboxEvent } from "../platform/outbox.ts"
+import { sentNothing } from "../ports/event-store.ts"
 import { type DepositRow, fromDb, toDepositEvent } from "./model.ts"
 
 /** What a deposit's ledger command carries for the hook (`CommandContext.attachment`). */
@@ -55,10 +56,12 @@ export const depositEvent = (row: DepositRow): OutboxEvent => ({
  */
 export const depositHook =
   (deps: { readonly enqueue: EnqueueEvents }): TransactionHook =>
-  async (client, appended) => {
+  (client, appended) => {
     const credited = attachmentsOf(appended)
-    if (credited.length === 0) return
-    const rows: Array<DepositRow> = []
-    for (const attachment of credited) rows.push(await creditRow(client, attachment))
-    await deps.enqueue(client, rows.map(depositEvent))
+    if (credited.length === 0) return sentNothing
+    return (async () => {
+      const rows: Array<DepositRow> = []
+      for (const attachment of credited) rows.push(await creditRow(client, attachment))
+      await deps.enqueue(client, rows.map(depositEvent))
+    })()
   }

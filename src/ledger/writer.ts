@@ -34,9 +34,11 @@ import {
   type EventMetadata,
   EventStore,
   type GroupCommitWork,
+  isSentWork,
   type NewEvent,
   NotCommitted,
   type RecordedEvent,
+  type SentWork,
   type StreamAppend,
   type WrongExpectedVersion,
 } from "../ports/event-store.ts"
@@ -70,12 +72,47 @@ export interface AppendedCommand {
 /**
  * Writes what must commit or roll back together with a batch's events (read models that must never
  * lag, a transactional outbox). It runs inside the append's transaction, after the events; if it
- * throws, nothing of the batch is written and its callers get the error as a defect.
+ * throws, nothing of the batch is written and its callers get the error as a defect. A hook that
+ * sends all its statements before it first waits answers a `SentWork` (`sentAll`), and the
+ * transaction's COMMIT goes with them in one round trip; one that must read answers before it
+ * knows what to write answers a promise.
  */
 export type TransactionHook = (
   client: pg.PoolClient,
   appended: ReadonlyArray<AppendedCommand>,
-) => Promise<void>
+) => Promise<void> | SentWork
+
+/** The `SentWork` of statements already sent: `done` settles when they have all answered. */
+export const sentAll = (answers: ReadonlyArray<Promise<unknown>>): SentWork => ({
+  sent_all: true,
+  done: Promise.all(answers).then(() => undefined),
+})
+
+/**
+ * Runs several hooks in one transaction, in order; each picks the attachments it knows. Hooks that
+ * sent everything are not waited for before the next one runs; one that answers a promise is.
+ */
+export const composeHooks =
+  (...hooks: ReadonlyArray<TransactionHook>): TransactionHook =>
+  (client, appended) => {
+    const answers: Array<Promise<void>> = []
+    for (const [index, hook] of hooks.entries()) {
+      const run = hook(client, appended)
+      if (isSentWork(run)) {
+        answers.push(run.done)
+        continue
+      }
+      // This one reads before it writes: the rest run once it is done.
+      return (async () => {
+        await Promise.all([...answers, run])
+        for (const later of hooks.slice(index + 1)) {
+          const next = later(client, appended)
+          await (isSentWork(next) ? next.done : next)
+        }
+      })()
+    }
+    return sentAll(answers)
+  }
 
 export interface CommandResult {
   /** The events the command recorded (pending transfers that lapsed first come first). */
@@ -144,7 +181,7 @@ interface Waiter {
   /** Appends of this command lost to a version conflict so far. */
   conflicts: number
   /**
-   * Set when a batch it was in failed before COMMIT (its hook threw, say): it is then decided and
+   * Set when a batch it was in was rolled back (its hook failed, say): it is then decided and
    * appended in a batch of its own, so that one command's failure is not its neighbours'.
    */
   alone: boolean
@@ -242,7 +279,7 @@ const appendedCommands = (
  * The group commit across ledgers. Batches submitted while `commits_in_flight_max` transactions are
  * running wait, and the next transaction takes all of them (one batch per ledger; a ledger's next
  * batch goes into the transaction after), so under load one COMMIT carries the batches of every
- * busy ledger. A transaction that fails before its COMMIT was sent wrote nothing: its batches are
+ * busy ledger. A transaction that was rolled back (`NotCommitted`) wrote nothing: its batches are
  * then retried one per transaction, so one ledger's failing hook never fails another ledger's
  * commands.
  */

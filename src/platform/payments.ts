@@ -14,7 +14,7 @@
  * inside the ledger append's transaction: they commit with the money or not at all.
  */
 import type pg from "pg"
-import type { AppendedCommand, TransactionHook } from "../ledger/writer.ts"
+import { type AppendedCommand, sentAll, type TransactionHook } from "../ledger/writer.ts"
 import { type StoredResponse, storeResponses } from "./idempotency.ts"
 import type { EnqueueEvents, OutboxEvent } from "./outbox.ts"
 import { fromDb, insertPayments, type PaymentRow, toTransaction } from "./transactions.ts"
@@ -163,17 +163,34 @@ const failRefused = (client: pg.PoolClient, refusals: Collected["refusals"]) =>
  */
 export const ledgerHook =
   (enqueue: EnqueueEvents): TransactionHook =>
-  async (client, appended) => {
+  (client, appended) => {
     const collected = collect(appended)
-    // Sent together (the append's connection pipelines); PostgreSQL runs them in this order.
-    const [, , completed, failed, refused] = await Promise.all([
-      insertPayments(client, collected.payments),
-      storeResponses(client, collected.stored),
-      completeSettled(client, collected.settlements),
-      failReleased(client, collected.released),
-      failRefused(client, collected.refusals),
-      enqueue(client, collected.payments.map(paymentEvent)),
-    ])
-    const changed = [...completed, ...failed, ...refused].map(paymentEvent)
-    if (changed.length > 0) await enqueue(client, changed)
+    if (
+      collected.settlements.length === 0 &&
+      collected.released.size === 0 &&
+      collected.refusals.length === 0
+    ) {
+      // New payments and stored responses only: nothing to read first, so all leave at once.
+      return sentAll([
+        insertPayments(client, collected.payments),
+        storeResponses(client, collected.stored),
+        enqueue(client, collected.payments.map(paymentEvent)),
+      ])
+    }
+    return settleAndRecord(enqueue, client, collected)
   }
+
+/** Records new payments and moves pending ones; the events of the moved ones need their rows first. */
+const settleAndRecord = async (enqueue: EnqueueEvents, client: pg.PoolClient, collected: Collected) => {
+  // Sent together (the append's connection pipelines); PostgreSQL runs them in this order.
+  const [, , completed, failed, refused] = await Promise.all([
+    insertPayments(client, collected.payments),
+    storeResponses(client, collected.stored),
+    completeSettled(client, collected.settlements),
+    failReleased(client, collected.released),
+    failRefused(client, collected.refusals),
+    enqueue(client, collected.payments.map(paymentEvent)),
+  ])
+  const changed = [...completed, ...failed, ...refused].map(paymentEvent)
+  if (changed.length > 0) await enqueue(client, changed)
+}

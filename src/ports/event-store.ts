@@ -68,16 +68,34 @@ export interface ChainedAppend {
 }
 
 /**
+ * What a work answers once it has sent every statement it will send: nothing it does later depends
+ * on an answer. COMMIT then leaves with its statements, in the same round trip, and PostgreSQL
+ * commits only if every one of them succeeded. `done` settles when they have answered.
+ */
+export interface SentWork {
+  readonly sent_all: true
+  readonly done: Promise<void>
+}
+
+/** A work that writes nothing this time. */
+export const sentNothing: SentWork = { sent_all: true, done: Promise.resolve() }
+
+export const isSentWork = (run: Promise<void> | SentWork): run is SentWork =>
+  (run as Partial<SentWork>).sent_all === true
+
+/**
  * What must commit with a group commit's events, run on the transaction's connection. It may run
  * more than once (each time in a transaction that is rolled back, but for the last): write, never
- * act outside the database. `undefined` marks a stream that gets no events.
+ * act outside the database. `undefined` marks a stream that gets no events. A work that still has
+ * to read answers before it knows all it writes answers a promise (COMMIT is then sent once it
+ * settles); one that sent everything at once answers a `SentWork`.
  */
 export type GroupCommitWork = (
   client: pg.PoolClient,
   appended: ReadonlyArray<ChainedAppend | undefined>,
-) => Promise<void>
+) => Promise<void> | SentWork
 
-/** The transaction failed before its COMMIT was sent: nothing of it was written. */
+/** The transaction was rolled back (or never begun): nothing of it was written. */
 export class NotCommitted extends Error {
   override readonly cause: unknown
   constructor(cause: unknown) {

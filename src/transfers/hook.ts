@@ -16,6 +16,7 @@ import type { PgBoss } from "pg-boss"
 import type { AppendedCommand, TransactionHook } from "../ledger/writer.ts"
 import { type StoredResponse, storeResponses } from "../platform/idempotency.ts"
 import type { EnqueueEvents, OutboxEvent } from "../platform/outbox.ts"
+import { sentNothing } from "../ports/event-store.ts"
 import { pgBossDb } from "../webhooks/queue.ts"
 import { type FailureCode, fromDb, type StoredProof, type TransferRow, toPublicTransfer } from "./model.ts"
 
@@ -110,28 +111,32 @@ const settledEvent = (row: TransferRow): OutboxEvent => ({
 /**
  * The hook for transfer attachments. `boss` writes the jobs through the append's connection, so a
  * job exists exactly when its transfer does.
- * @example makeLedgerWriter(store, { transaction: { appendInTransaction, hook: composeHooks(ledgerHook(enqueue), transferHook({ boss, enqueue })) } })
+ * @example makeLedgerWriter(store, { transaction: { appendStreams, hook: composeHooks(ledgerHook(enqueue), transferHook({ boss, enqueue })) } })
  */
 export const transferHook =
   (deps: { readonly boss: PgBoss; readonly enqueue: EnqueueEvents }): TransactionHook =>
-  async (client, appended) => {
+  (client, appended) => {
     const { requested, stored, settled } = attachmentsOf(appended)
-    await insertRows(client, requested)
-    await storeResponses(client, stored)
-    if (requested.length > 0) {
-      await deps.boss.insert(
-        transfer_queue,
-        requested.map((row) => ({ data: { transfer_id: row.transfer_id } satisfies TransferJob })),
-        { db: pgBossDb(client) },
-      )
-    }
-    const changed = await settleRows(client, settled)
-    if (changed.length > 0) await deps.enqueue(client, changed.map(settledEvent))
+    if (requested.length === 0 && stored.length === 0 && settled.length === 0) return sentNothing
+    return writeTransfers(deps, client, requested, stored, settled)
   }
 
-/** Runs several hooks in one transaction, in order; each picks the attachments it knows. */
-export const composeHooks =
-  (...hooks: ReadonlyArray<TransactionHook>): TransactionHook =>
-  async (client, appended) => {
-    for (const hook of hooks) await hook(client, appended)
+const writeTransfers = async (
+  deps: { readonly boss: PgBoss; readonly enqueue: EnqueueEvents },
+  client: pg.PoolClient,
+  requested: ReadonlyArray<TransferRow>,
+  stored: ReadonlyArray<StoredResponse>,
+  settled: ReadonlyArray<Extract<TransferAttachment, { kind: "chain_transfer_settled" }>>,
+) => {
+  await insertRows(client, requested)
+  await storeResponses(client, stored)
+  if (requested.length > 0) {
+    await deps.boss.insert(
+      transfer_queue,
+      requested.map((row) => ({ data: { transfer_id: row.transfer_id } satisfies TransferJob })),
+      { db: pgBossDb(client) },
+    )
   }
+  const changed = await settleRows(client, settled)
+  if (changed.length > 0) await deps.enqueue(client, changed.map(settledEvent))
+}

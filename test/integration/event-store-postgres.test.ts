@@ -16,12 +16,16 @@ import {
 } from "../../adapters/eventstore/postgres/event-store.ts"
 import { eventStoreMigrations } from "../../adapters/eventstore/postgres/schema.ts"
 import { runMigrations } from "../../src/db/migrate.ts"
+import { composeHooks, sentAll, type TransactionHook } from "../../src/ledger/writer.ts"
 import { Database } from "../../src/ports/database.ts"
 import {
   checkpointStart,
   EventStore,
+  type GroupCommitWork,
+  isSentWork,
   type NewEvent,
   NotCommitted,
+  sentNothing,
   WrongExpectedVersion,
 } from "../../src/ports/event-store.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
@@ -472,6 +476,211 @@ describe("event store on PostgreSQL", () => {
       expect(writes).toBe(2)
       const rows = await db.pool.query<{ n: number }>("select n from work_rows order by n")
       expect(rows.rows.map((r) => r.n)).toEqual([1, 2])
+    }))
+
+  it("a work that sent everything: BEGIN, the append, its statements, the guard and COMMIT leave in one write", () =>
+    withStore(async (db, store) => {
+      await db.pool.query("create table work_rows (n integer not null)")
+      await run(store.append("w", "no_stream", newEvents("w", 1)))
+      let writes = 0
+      const results = await run(
+        store.appendStreamsInTransaction(
+          [{ stream_id: "w", expected: 1, events: newEvents("w", 2) }],
+          (client) => {
+            const socket = (client as unknown as { connection: { stream: Writable } }).connection.stream
+            for (const hook of ["_write", "_writev"] as const) {
+              const original = socket[hook]
+              if (original === undefined) continue
+              socket[hook] = function (this: Writable, ...args: Array<never>) {
+                writes += 1
+                return (original as (...a: Array<never>) => void).apply(this, args)
+              }
+            }
+            return sentAll([
+              client.query("insert into work_rows values (1)"),
+              client.query("insert into work_rows values (2)"),
+            ])
+          },
+        ),
+      )
+      expect(results.every((r) => r !== undefined && Result.isSuccess(r))).toBe(true)
+      expect(writes).toBe(1)
+      const rows = await db.pool.query<{ n: number }>("select n from work_rows order by n")
+      expect(rows.rows.map((r) => r.n)).toEqual([1, 2])
+      expect((await run(store.readStream("w"))).map((e) => e.stream_version)).toEqual([1, 2, 3])
+    }))
+
+  it("composed hooks: all sent at once stays one round trip; a hook that reads first makes the rest wait, in order", () =>
+    withStore(async (db, store) => {
+      await db.pool.query("create table hook_rows (n serial primary key, hook text not null)")
+      const sent =
+        (name: string): TransactionHook =>
+        (client) =>
+          sentAll([client.query("insert into hook_rows (hook) values ($1)", [name])])
+      const reading: TransactionHook = async (client) => {
+        const found = await client.query<{ count: string }>("select count(*)::text as count from hook_rows")
+        await client.query("insert into hook_rows (hook) values ($1)", [`reader saw ${found.rows[0]?.count}`])
+      }
+      const allSent = composeHooks(sent("a"), sent("b"))
+      const mixed = composeHooks(sent("c"), reading, sent("d"))
+      const kinds: Array<string> = []
+      const work =
+        (hook: TransactionHook): GroupCommitWork =>
+        (client) => {
+          const run = hook(client, [])
+          kinds.push(isSentWork(run) ? "sent" : "promise")
+          return run
+        }
+      await run(
+        store.appendStreamsInTransaction(
+          [{ stream_id: "h1", expected: "no_stream", events: newEvents("h", 1) }],
+          work(allSent),
+        ),
+      )
+      await run(
+        store.appendStreamsInTransaction(
+          [{ stream_id: "h2", expected: "no_stream", events: newEvents("h", 1) }],
+          work(mixed),
+        ),
+      )
+      expect(kinds).toEqual(["sent", "promise"])
+      const rows = await db.pool.query<{ hook: string }>("select hook from hook_rows order by n")
+      // The reader ran after "c" answered and before "d" was sent.
+      expect(rows.rows.map((r) => r.hook)).toEqual(["a", "b", "c", "reader saw 3", "d"])
+    }))
+
+  it("a work that sent everything, beside a stale stream: that transaction is rolled back whole, work and all", () =>
+    withStore(async (db, store) => {
+      await run(store.append("c", "no_stream", newEvents("c", 1)))
+      // Another store moves "c" on: our cached head of "c" is stale, and only the database sees it.
+      const other = makePostgresEventStore(otherPool(db, 2))
+      await run(other.append("c", 1, newEvents("c-other", 1)))
+      await run(other.close)
+      await db.pool.query("create table work_runs (run integer not null, streams text not null)")
+      let runs = 0
+      const results = await run(
+        store.appendStreamsInTransaction(
+          [
+            { stream_id: "a", expected: "no_stream", events: newEvents("a", 2) },
+            { stream_id: "c", expected: 1, events: newEvents("c-late", 1) },
+          ],
+          (client, appended) => {
+            runs += 1
+            return sentAll([
+              client.query("insert into work_runs values ($1, $2)", [
+                runs,
+                appended.map((r) => r?.next_expected_version ?? "-").join(","),
+              ]),
+            ])
+          },
+        ),
+      )
+      // COMMIT had left with the work: the guard made it answer ROLLBACK, so the work done for "c"
+      // in the first transaction is gone; the second one appended "a" with the work for "a" alone.
+      expect(runs).toBe(2)
+      const rows = await db.pool.query<{ run: number; streams: string }>("select run, streams from work_runs")
+      expect(rows.rows).toEqual([{ run: 2, streams: "2,-" }])
+      const [a, c] = results
+      expect(a !== undefined && Result.isSuccess(a) && a.success.next_expected_version).toBe(2)
+      expect(c !== undefined && Result.isFailure(c) && c.failure).toMatchObject({ expected: 1, actual: 2 })
+      const late = await db.pool.query("select 1 from events where event_type like 'c-late%'")
+      expect(late.rowCount).toBe(0)
+      // The heads are right for what comes next.
+      const [next] = await run(
+        store.appendStreamsInTransaction(
+          [
+            { stream_id: "a", expected: 2, events: newEvents("a", 1) },
+            { stream_id: "c", expected: 2, events: newEvents("c", 1) },
+          ],
+          () => sentNothing,
+        ),
+      )
+      expect(next !== undefined && Result.isSuccess(next)).toBe(true)
+    }))
+
+  it("a work that sent everything and whose statement fails: COMMIT answers ROLLBACK, nothing is written, NotCommitted", () =>
+    withStore(async (db, store) => {
+      await db.pool.query("create table side_effects (note text not null)")
+      const failing = Effect.runPromise(
+        store.appendStreamsInTransaction(
+          [{ stream_id: "sent", expected: "no_stream", events: newEvents("sent", 2) }],
+          (client) =>
+            sentAll([
+              client.query("insert into side_effects values ('first')"),
+              client.query("insert into no_such_table values (1)"),
+              client.query("insert into side_effects values ('after')"),
+            ]),
+        ),
+      )
+      await expect(failing).rejects.toBeInstanceOf(NotCommitted)
+      await expect(failing).rejects.toThrow(/no_such_table/)
+      expect(await run(store.readStream("sent"))).toEqual([])
+      expect((await db.pool.query("select note from side_effects")).rowCount).toBe(0)
+      // The head cache forgot the speculative head.
+      const [again] = await run(
+        store.appendStreamsInTransaction(
+          [{ stream_id: "sent", expected: "no_stream", events: newEvents("sent", 1) }],
+          () => sentNothing,
+        ),
+      )
+      expect(again !== undefined && Result.isSuccess(again)).toBe(true)
+    }))
+
+  it("a work that sent everything and then threw: its statements committed, so the failure is not NotCommitted", () =>
+    withStore(async (db, store) => {
+      await db.pool.query("create table side_effects (note text not null)")
+      const failing = Effect.runPromise(
+        store.appendStreamsInTransaction(
+          [{ stream_id: "late-throw", expected: "no_stream", events: newEvents("late-throw", 1) }],
+          (client) => ({
+            sent_all: true,
+            done: client.query("insert into side_effects values ('kept')").then(() => {
+              throw new Error("the work's own code failed")
+            }),
+          }),
+        ),
+      )
+      const error = await failing.then(
+        () => undefined,
+        (e: unknown) => e,
+      )
+      expect(error).not.toBeInstanceOf(NotCommitted)
+      expect(String(error)).toMatch(/own code failed/)
+      expect((await run(store.readStream("late-throw"))).length).toBe(1)
+      expect((await db.pool.query("select note from side_effects")).rows).toEqual([{ note: "kept" }])
+    }))
+
+  it("a work that sent everything, against a writer that bypassed the stream lock: WrongExpectedVersion, nothing written", () =>
+    withStore(async (db, store) => {
+      await db.pool.query("create table side_effects (note text not null)")
+      const rogue = await db.pool.connect()
+      try {
+        await rogue.query("begin")
+        await rogue.query(
+          `insert into events (stream_id, stream_version, event_id, event_type, schema_version, data, metadata,
+                               recorded_at, hash, prev_hash)
+           values ('raced', 1, gen_random_uuid(), 'Rogue', 1, '{}', '{}', now(), decode(repeat('00', 32), 'hex'),
+                   decode(repeat('00', 32), 'hex'))`,
+        )
+        const attempt = run(
+          store.appendStreamsInTransaction(
+            [{ stream_id: "raced", expected: "no_stream", events: newEvents("raced", 1) }],
+            (client) => sentAll([client.query("insert into side_effects values ('never')")]),
+          ),
+        )
+        await sleep(100)
+        await rogue.query("commit")
+        const [result] = await attempt
+        expect(result !== undefined && Result.isFailure(result) && result.failure).toMatchObject({
+          stream_id: "raced",
+          expected: "no_stream",
+          actual: 1,
+        })
+      } finally {
+        rogue.release()
+      }
+      expect((await db.pool.query("select note from side_effects")).rowCount).toBe(0)
+      expect((await run(store.readStream("raced"))).map((e) => e.event_type)).toEqual(["Rogue"])
     }))
 
   it("group commits that share streams from two stores never deadlock and keep each stream's versions in subscription order", () =>

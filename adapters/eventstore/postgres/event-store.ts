@@ -23,6 +23,7 @@ import {
   EventStore,
   type ExpectedVersion,
   type GroupCommitWork,
+  isSentWork,
   type NewEvent,
   NotCommitted,
   type ReadAllOptions,
@@ -57,7 +58,8 @@ export interface PostgresEventStoreOptions {
   /**
    * Connections of the store's own pool for `appendStreamsInTransaction` (default 4). That pool
    * pipelines: BEGIN, the append and the statements of the caller's work go out together, so a
-   * group commit usually costs two round trips (that, then COMMIT), not one per statement.
+   * group commit costs one round trip when the work sent everything at once (COMMIT goes with it)
+   * and two otherwise (that, then COMMIT), not one per statement.
    */
   readonly transactionConnections?: number
 }
@@ -92,8 +94,11 @@ export interface PostgresEventStoreExtras {
    * stream's outcome is its own: a stream that is not at its expected version gets nothing
    * (`WrongExpectedVersion` in its place) while the others are appended, in a new transaction with
    * the work run again for them. Like `append`, it chains on the heads it last wrote, so a
-   * pipelining writer needs no read first. A failure before COMMIT is sent rolls everything back
-   * and is thrown as `NotCommitted`; any other failure may have committed.
+   * pipelining writer needs no read first. A work that answers a `SentWork` has COMMIT sent right
+   * behind its statements, after a guard that fails the transaction unless every stream reached
+   * the head it was chained to: a conflict or any failed statement then makes COMMIT answer
+   * ROLLBACK. A failure known to have rolled everything back is thrown as `NotCommitted`; any other
+   * failure may have committed.
    * @example store.appendStreamsInTransaction([{ stream_id: "ledger-t1-sandbox", expected: 4, events }], (client) => insertOutbox(client))
    */
   appendStreamsInTransaction(
@@ -875,10 +880,32 @@ export const makePostgresEventStore = (
           events: own.map((c) => c.event),
         }
       })
-      const working = work(client, speculative).then(
+      const run = work(client, speculative)
+      const sent_all = isSentWork(run)
+      const working = (sent_all ? run.done : run).then(
         () => ({ failed: false as const }),
         (error: unknown) => ({ failed: true as const, error }),
       )
+      // A work that sent everything is followed at once by the guard and COMMIT: one round trip
+      // for the whole transaction, and its stream locks are released without waiting for us.
+      let guarded: Promise<unknown> | undefined
+      let committing: Promise<pg.QueryResult> | undefined
+      if (sent_all) {
+        // Every stream of the transaction has events (asserted above).
+        const heads_after = chained.map((own) => (own.at(-1) as ChainedEvent).event)
+        guarded = client.query({
+          name: "event_store_require_heads",
+          text: "select event_store_require_heads($1::text[], $2::bigint[], $3::bytea[])",
+          values: [
+            textArrayLiteral(streams.map((index) => (appends[index] as StreamAppend).stream_id)),
+            `{${heads_after.map((event) => event.stream_version).join(",")}}`,
+            byteaArrayLiteral(heads_after.map((event) => event.hash)),
+          ],
+        })
+        guarded.catch(() => {})
+        committing = client.query("commit")
+        committing.catch(() => {})
+      }
       // What the work sent without waiting goes with BEGIN and the append; nothing is awaited before.
       releaseWrites()
       // Had BEGIN failed, the append would have run (and perhaps committed) on its own.
@@ -886,45 +913,30 @@ export const makePostgresEventStore = (
         uncertain = true
         throw error
       })
-      let outcomes: ReadonlyArray<StreamOutcome>
-      try {
-        outcomes = await appending
-      } catch (error) {
-        await working
-        if (!isLostRace(error)) throw error
-        // A writer bypassing the locks won a race: the transaction is aborted, nothing is ours.
-        await client.query("rollback")
-        open = false
-        for (const index of streams) {
-          const stream_id = (appends[index] as StreamAppend).stream_id
-          results[index] = wrong(index, await committedVersion(pool, stream_id))
-        }
-        return { retry: [] }
-      }
-      const worked = await working
-      if (worked.failed) throw worked.error
-      const conflicted = outcomes.some((outcome) => outcome._tag === "Conflict")
-      outcomes.forEach((outcome, i) => {
-        const index = streams[i] as number
-        if (outcome._tag === "Conflict") {
-          results[index] = wrong(index, outcome.actual)
-          return
-        }
-        const events = (chained[i] ?? []).map(
-          (c, n): RecordedEvent => ({ ...c.event, global_position: outcome.positions[n] ?? 0n }),
-        )
-        const last = events.at(-1) as RecordedEvent
-        results[index] = Result.succeed({
-          next_expected_version: last.stream_version,
-          last_position: last.global_position,
-          events,
+      /** The streams' results from the append's answer; true when a stream conflicted. */
+      const record = (outcomes: ReadonlyArray<StreamOutcome>): boolean => {
+        let conflicted = false
+        outcomes.forEach((outcome, i) => {
+          const index = streams[i] as number
+          if (outcome._tag === "Conflict") {
+            conflicted = true
+            results[index] = wrong(index, outcome.actual)
+            return
+          }
+          const events = (chained[i] ?? []).map(
+            (c, n): RecordedEvent => ({ ...c.event, global_position: outcome.positions[n] ?? 0n }),
+          )
+          const last = events.at(-1) as RecordedEvent
+          results[index] = Result.succeed({
+            next_expected_version: last.stream_version,
+            last_position: last.global_position,
+            events,
+          })
         })
-      })
-      if (conflicted) {
-        // The work was done for streams that did not all get their events: undo it all and let
-        // the caller go again with the streams that were appended.
-        await client.query("rollback")
-        open = false
+        return conflicted
+      }
+      /** After a conflict, rolled back: the streams that were appended go again, without the others. */
+      const retryAppended = () => {
         const retry = streams.filter((index) => {
           const result = results[index]
           return result !== undefined && Result.isSuccess(result)
@@ -935,6 +947,76 @@ export const makePostgresEventStore = (
         }
         return { retry }
       }
+      /** A writer bypassing the locks won a race: the transaction is aborted, nothing is ours. */
+      const lostRace = async () => {
+        for (const index of streams) {
+          const stream_id = (appends[index] as StreamAppend).stream_id
+          results[index] = wrong(index, await committedVersion(pool, stream_id))
+        }
+        return { retry: [] }
+      }
+      /** The streams' heads move to what was committed. */
+      const advanceHeads = () => {
+        for (const index of streams) {
+          const result = results[index]
+          if (result === undefined || Result.isFailure(result)) continue
+          const last = result.success.events.at(-1) as RecordedEvent
+          advanceHead((appends[index] as StreamAppend).stream_id, {
+            version: last.stream_version,
+            last_hash: last.hash,
+          })
+        }
+      }
+      if (committing !== undefined) {
+        // COMMIT is on its way: until it answers, the outcome is not known. Statements answer in
+        // order, so when it has answered, so has everything sent before it.
+        uncertain = true
+        const committed = await committing
+        open = false
+        const appended = await appending.then(
+          (outcomes) => ({ outcomes }),
+          (error: unknown) => ({ error }),
+        )
+        const worked = await working
+        if (committed.command === "COMMIT") {
+          // Committed, so no statement failed: the append met every expected head (the guard).
+          if ("error" in appended) throw appended.error
+          if (record(appended.outcomes)) throw new Error("event store: a conflicted append was committed")
+          advanceHeads()
+          // The work's own code failed after its statements had all succeeded: they are committed.
+          if (worked.failed) throw worked.error
+          return { retry: [] }
+        }
+        // COMMIT of a transaction that a statement aborted answers ROLLBACK: nothing was written.
+        uncertain = false
+        if ("error" in appended) {
+          if (isLostRace(appended.error)) return await lostRace()
+          throw appended.error
+        }
+        if (record(appended.outcomes)) return retryAppended()
+        if (worked.failed) throw worked.error
+        await guarded
+        throw new Error(`event store: COMMIT answered ${committed.command}`)
+      }
+      let outcomes: ReadonlyArray<StreamOutcome>
+      try {
+        outcomes = await appending
+      } catch (error) {
+        await working
+        if (!isLostRace(error)) throw error
+        await client.query("rollback")
+        open = false
+        return await lostRace()
+      }
+      const worked = await working
+      if (worked.failed) throw worked.error
+      if (record(outcomes)) {
+        // The work was done for streams that did not all get their events: undo it all and let
+        // the caller go again with the streams that were appended.
+        await client.query("rollback")
+        open = false
+        return retryAppended()
+      }
       uncertain = true
       const committed = await client.query("commit")
       open = false
@@ -943,15 +1025,7 @@ export const makePostgresEventStore = (
         uncertain = false
         throw new Error(`event store: COMMIT answered ${committed.command}: a statement of the work failed`)
       }
-      for (const index of streams) {
-        const result = results[index]
-        if (result === undefined || Result.isFailure(result)) continue
-        const last = result.success.events.at(-1) as RecordedEvent
-        advanceHead((appends[index] as StreamAppend).stream_id, {
-          version: last.stream_version,
-          last_hash: last.hash,
-        })
-      }
+      advanceHeads()
       return { retry: [] }
     } catch (error) {
       for (const index of included) heads.delete((appends[index] as StreamAppend).stream_id)

@@ -198,4 +198,30 @@ export const eventStoreMigrations: ReadonlyArray<Migration> = [
       $$;
     `,
   },
+  {
+    version: 104,
+    name: "event store: the guard of a group commit sent with its COMMIT",
+    // A group commit whose statements and COMMIT leave together cannot look at the append's answer
+    // before committing. This guard, sent just before COMMIT, fails the transaction (so COMMIT
+    // answers ROLLBACK) unless every stream's head is the one its append chained to: a stream that
+    // conflicted got no events, and its commands' other writes must not commit either.
+    sql: `
+      create function event_store_require_heads(p_stream_ids text[], p_versions bigint[], p_hashes bytea[])
+      returns void
+      language plpgsql as $$
+      declare
+        v_missed text;
+      begin
+        select string_agg(h.sid, ', ') into v_missed
+        from unnest(p_stream_ids, p_versions, p_hashes) as h(sid, v, lh)
+          left join streams s on s.stream_id = h.sid
+        where s.version is distinct from h.v or s.last_hash is distinct from h.lh;
+        if v_missed is not null then
+          raise exception 'the append did not reach the heads it chained to on %', v_missed
+            using errcode = 'P0001';
+        end if;
+      end
+      $$;
+    `,
+  },
 ]
