@@ -4,6 +4,7 @@
  */
 import type pg from "pg"
 import { ledgerStreamId } from "../../domain/ledger/events.ts"
+import { available } from "../../domain/ledger/invariants.ts"
 import type { LedgerState } from "../../domain/ledger/state.ts"
 import { formatAmount } from "../../domain/money/amount.ts"
 import type { Environment } from "../../domain/platform/scopes.ts"
@@ -73,10 +74,7 @@ export const walletBalancesIn = (state: LedgerState, wallet_id: string): Readonl
     )
   return found.map((account) => ({
     token: account.asset.symbol,
-    amount: formatAmount(
-      account.credits_posted - account.debits_posted - account.debits_pending,
-      account.asset.decimals,
-    ),
+    amount: formatAmount(available(account), account.asset.decimals),
     chain: account.asset.chain,
     reserved: formatAmount(account.debits_pending, account.asset.decimals),
   }))

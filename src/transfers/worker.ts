@@ -175,6 +175,13 @@ export async function createTransferQueue(
 }
 
 type Failure = { readonly code: FailureCode; readonly message: string }
+
+/** The failure claimed on a pending transfer's row (`failure_code` set) and not settled yet. */
+const claimedFailure = (row: TransferRow): Failure => {
+  assert(row.failure_code !== null, "a claimed failure has its code")
+  return { code: row.failure_code, message: row.failure_message ?? "" }
+}
+
 type SignOutcome =
   | { readonly kind: "signed"; readonly row: TransferRow }
   | ({ readonly kind: "failed" } & Failure)
@@ -318,7 +325,7 @@ export function startTransferWorker(
       if (locked.tx_hash === null && locked.status === "pending" && locked.failure_code !== null) {
         // Given up unsigned (`giveUpUnsigned`): it is never signed; its failure is settled again.
         await client.query("commit")
-        return { kind: "failed", code: locked.failure_code, message: locked.failure_message ?? "" }
+        return { kind: "failed", ...claimedFailure(locked) }
       }
       if (locked.tx_hash !== null || locked.status !== "pending") {
         await client.query("commit")
@@ -491,27 +498,18 @@ export function startTransferWorker(
         `The ${restarted.environment}'s chains were started anew (at ${restarted.at.toISOString()}) ` +
         "while this transfer was pending: nothing of it can land on the new ones, and the funds were released.",
     }
+    // Those claimed already (given up, or by an earlier start that stopped before settling them)
+    // keep their failure.
     const claimed = await pool.query(
-      `update platform.chain_transfers set failure_code = $3, failure_message = $4
-        where environment = $1 and status = 'pending' and created_at < $2 and failure_code is null
+      `update platform.chain_transfers
+          set failure_message = case when failure_code is null then $4 else failure_message end,
+              failure_code = coalesce(failure_code, $3)
+        where environment = $1 and status = 'pending' and created_at < $2
         returning *`,
       [restarted.environment, restarted.at, failure.code, failure.message],
     )
-    // Also those claimed by an earlier start that stopped before settling them.
-    const left = await pool.query(
-      `select * from platform.chain_transfers
-        where environment = $1 and status = 'pending' and created_at < $2 and failure_code is not null`,
-      [restarted.environment, restarted.at],
-    )
-    const rows = new Map(
-      [...claimed.rows, ...left.rows].map((row) => [row.transfer_id as string, fromDb(row)]),
-    )
-    for (const row of rows.values())
-      await fail(row, {
-        code: row.failure_code ?? failure.code,
-        message: row.failure_message ?? failure.message,
-      })
-    return rows.size
+    for (const row of claimed.rows.map(fromDb)) await fail(row, claimedFailure(row))
+    return claimed.rows.length
   }
 
   /**
@@ -668,7 +666,7 @@ export function startTransferWorker(
     if (loaded === undefined || loaded.status !== "pending") return "settled"
     if (loaded.failure_code !== null) {
       // Its failure was claimed (given up, or its chain ended) and not settled yet: settle it.
-      await fail(loaded, { code: loaded.failure_code, message: loaded.failure_message ?? "" })
+      await fail(loaded, claimedFailure(loaded))
       return "settled"
     }
     const signed =

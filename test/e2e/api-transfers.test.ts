@@ -833,6 +833,14 @@ describe("POST /api/v2/transfers on the local Solana chain", () => {
     const chains = expectOk(await client.get<{ data: ReadonlyArray<ChainView> }>("/api/v2/chains")).data
     const mints = chains.find((chain) => chain.chain === "solana")?.tokens ?? []
     const mint = (token: string) => mints.find((t) => t.token === token)?.contract_address ?? ""
+    const sendUsdc = (to_address: string) =>
+      client.post("/api/v2/transfers", {
+        from_wallet: sender.wallet_id,
+        to_address,
+        amount: "1",
+        token: "USDC",
+        chain: "solana",
+      })
     for (const [to_address, code] of [
       [sender.address, "same_address"],
       [mint("USDC"), "token_contract_address"],
@@ -844,17 +852,7 @@ describe("POST /api/v2/transfers on the local Solana chain", () => {
       ["SysvarRent111111111111111111111111111111111", "program_address"],
       ["BPFLoaderUpgradeab1e11111111111111111111111", "program_address"],
     ] as const) {
-      expectError(
-        await client.post("/api/v2/transfers", {
-          from_wallet: sender.wallet_id,
-          to_address,
-          amount: "1",
-          token: "USDC",
-          chain: "solana",
-        }),
-        422,
-        code,
-      )
+      expectError(await sendUsdc(to_address), 422, code)
     }
     // A wallet's token accounts, not created yet: no key signs for them, and no wallet is credited.
     const receiver = await createWallet("solana-ata-owner", "solana", "solana")
@@ -864,17 +862,7 @@ describe("POST /api/v2/transfers on the local Solana chain", () => {
         mint: solanaAddress(mint(token)),
         tokenProgram: TOKEN_PROGRAM_ADDRESS,
       })
-      expectError(
-        await client.post("/api/v2/transfers", {
-          from_wallet: sender.wallet_id,
-          to_address,
-          amount: "1",
-          token: "USDC",
-          chain: "solana",
-        }),
-        422,
-        "token_account_address",
-      )
+      expectError(await sendUsdc(to_address), 422, "token_account_address")
     }
   })
 })

@@ -75,6 +75,15 @@ const reconcile = async (faucet_mints?: MintTally) => {
 
 const rpc = (method: string, params: ReadonlyArray<unknown> = []) => node.rpc(method, params)
 
+/** A custody wallet of the tenant on ethereum; `label` is its external id too. */
+const insertWallet = (wallet_id: string, address: string, derivation_index: number, label: string) =>
+  db.pool.query(
+    `insert into platform.wallets
+       (wallet_id, tenant_id, environment, chain, address, derivation_index, external_id, label, created_at)
+     values ($1, $2, 'sandbox', 'ethereum', $3, $4, $5, $5, now())`,
+    [wallet_id, tenant_id, address, derivation_index, label],
+  )
+
 beforeAll(async () => {
   db = await freshDatabase()
   node = await startAnvil({ chain_id: transfer_chain_id, mnemonic: test_mnemonic })
@@ -100,12 +109,7 @@ beforeAll(async () => {
   )
   const { address } = testWallet(1)
   sender = { wallet_id: "wal_reconcile_1", chain: "ethereum", address, tenant_index: 0, wallet_index: 1 }
-  await db.pool.query(
-    `insert into platform.wallets
-       (wallet_id, tenant_id, environment, chain, address, derivation_index, external_id, label, created_at)
-     values ($1, $2, 'sandbox', 'ethereum', $3, 1, 'sender', 'sender', now())`,
-    [sender.wallet_id, tenant_id, address],
-  )
+  await insertWallet(sender.wallet_id, address, 1, "sender")
   await callStablecoin(node.rpc_url, contract, issuer.key, "mint", [address, funding])
   await kit.creditLedger(sender)
 })
@@ -166,12 +170,7 @@ describe("reconciliation with money in flight (EVM)", () => {
 
   it("counts a transfer between two custody wallets as in flight until the watcher takes it as a deposit", async () => {
     const { address } = testWallet(2)
-    await db.pool.query(
-      `insert into platform.wallets
-         (wallet_id, tenant_id, environment, chain, address, derivation_index, external_id, label, created_at)
-       values ('wal_reconcile_2', $1, 'sandbox', 'ethereum', $2, 2, 'recipient', 'recipient', now())`,
-      [tenant_id, address],
-    )
+    await insertWallet("wal_reconcile_2", address, 2, "recipient")
     const before = await reconcile()
     expect(before.status).toBe("matched")
     const requested = await kit.request(sender, address.toLowerCase(), amount)
@@ -191,12 +190,7 @@ describe("reconciliation with money in flight (EVM)", () => {
   it("counts the faucet's mints between chain and ledger as incoming, not drift, until the credit is in the ledger", async () => {
     const tally = makeMintTally()
     const { address } = testWallet(3)
-    await db.pool.query(
-      `insert into platform.wallets
-         (wallet_id, tenant_id, environment, chain, address, derivation_index, external_id, label, created_at)
-       values ('wal_reconcile_3', $1, 'sandbox', 'ethereum', $2, 3, 'faucet', 'faucet', now())`,
-      [tenant_id, address],
-    )
+    await insertWallet("wal_reconcile_3", address, 3, "faucet")
     const funded: SourceWallet = {
       wallet_id: "wal_reconcile_3",
       chain: "ethereum",

@@ -13,6 +13,7 @@ import { associatedTokenAccount } from "../../../adapters/chains/solana/adapter.
 import { assert, assertNever } from "../../../domain/assert.ts"
 import { chainFamily, tronSpellingOfEvm } from "../../../domain/custody/derive.ts"
 import { paymentFee } from "../../../domain/ledger/fee.ts"
+import { available } from "../../../domain/ledger/invariants.ts"
 import { formatAmount } from "../../../domain/money/amount.ts"
 import type { Asset } from "../../../domain/money/asset.ts"
 import type { Environment } from "../../../domain/platform/scopes.ts"
@@ -346,9 +347,7 @@ const createTransfer = (payload: TransferPayload) =>
                     platform.writer.snapshot(ledgerOf(caller.tenant_id, caller.environment)),
                     ({ state }) => {
                       const account = state.accounts.get(walletAccountId(wallet.wallet_id, asset))
-                      return account === undefined
-                        ? 0n
-                        : account.credits_posted - account.debits_posted - account.debits_pending
+                      return account === undefined ? 0n : available(account)
                     },
                   ),
                   running.adapter,
