@@ -717,8 +717,12 @@ const benchmark = async (dataDir: string, defer: (undo: () => unknown) => void) 
     peak_rss_mb = Math.max(peak_rss_mb, memory(pid).rss)
   }, 250)
   defer(() => clearInterval(memoryTimer))
-  // The platform's database, in the server it runs (or ours): shared, never stopped from here.
-  const databaseUrl = await ensureDatabase((own ?? (await startEmbedded({ dataDir }))).url, "platform")
+  // The platform's database, in the server it runs (or ours), shared until the end: the auditor's
+  // `verify` below finds it still running after the platform stopped. The last process of ours to
+  // leave it stops it, so no server outlives the benchmark (with BENCH_KEEP_DATA=1 it would run on).
+  const shared = own ?? (await startEmbedded({ dataDir }))
+  if (own === undefined) defer(() => shared.stop())
+  const databaseUrl = await ensureDatabase(shared.url, "platform")
   const pool = new pg.Pool({ connectionString: databaseUrl, max: 3 })
   pool.on("error", () => {})
   let poolOpen = true

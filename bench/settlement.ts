@@ -207,8 +207,10 @@ interface ChainFigures {
 
 /** Median and p95 (ms) of each stage of the settled transfers, per chain, from the platform's records. */
 const reportStages = async (dataDir: string) => {
-  // The platform's own embedded server, attached to (never stopped from here).
-  const url = await ensureDatabase((await startEmbedded({ dataDir })).url, "platform")
+  // The platform's own embedded server, shared while the platform runs: leaving it hands it back,
+  // and only the last process of ours to leave stops it.
+  const shared = await startEmbedded({ dataDir })
+  const url = await ensureDatabase(shared.url, "platform")
   const pool = new pg.Pool({ connectionString: url, max: 1 })
   pool.on("error", () => {})
   try {
@@ -237,6 +239,7 @@ const reportStages = async (dataDir: string) => {
       log(`  ${row.chain} ${row.stage.padEnd(28)} p50 ${row.p50} ms, p95 ${row.p95} ms`)
   } finally {
     await pool.end()
+    await shared.stop()
   }
 }
 
