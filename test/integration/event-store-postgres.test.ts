@@ -131,6 +131,20 @@ const expectDefect = async <A, E>(effect: Effect.Effect<A, E>, message: RegExp):
   if (Exit.isFailure(exit)) expect(String(Cause.squash(exit.cause))).toMatch(message)
 }
 
+/**
+ * Appends `requests` in a transaction of their own (with `work`, by default none) and expects the
+ * first stream's append to succeed: after a failed transaction, the store's cached heads are right
+ * for what comes next.
+ */
+const expectAppendGoesOn = async (
+  store: PostgresEventStore,
+  requests: Parameters<PostgresEventStore["appendStreamsInTransaction"]>[0],
+  work: Parameters<PostgresEventStore["appendStreamsInTransaction"]>[1] = () => sentNothing,
+): Promise<void> => {
+  const [first] = await run(store.appendStreamsInTransaction(requests, work))
+  expect(first !== undefined && Result.isSuccess(first)).toBe(true)
+}
+
 describe("event store on PostgreSQL", () => {
   it("applies its migrations exactly once, when run twice and from two pools at once", async () => {
     const db = await testDatabase({ migrate: false })
@@ -323,13 +337,11 @@ describe("event store on PostgreSQL", () => {
       )
       await expect(failing).rejects.toBeInstanceOf(NotCommitted)
       expect(await run(store.readStream("half"))).toEqual([])
-      const [again] = await run(
-        store.appendStreamsInTransaction(
-          [{ stream_id: "half", expected: "no_stream", events: newEvents("half", 1) }],
-          async () => {},
-        ),
+      await expectAppendGoesOn(
+        store,
+        [{ stream_id: "half", expected: "no_stream", events: newEvents("half", 1) }],
+        async () => {},
       )
-      expect(again !== undefined && Result.isSuccess(again)).toBe(true)
     }))
 
   it("a group commit appends every stream at its expected version in one transaction and skips only the stale ones", () =>
@@ -394,13 +406,11 @@ describe("event store on PostgreSQL", () => {
         a !== undefined && Result.isSuccess(a) && a.success.events,
       )
       // "c" goes on from the head read after the conflict.
-      const [again] = await run(
-        store.appendStreamsInTransaction(
-          [{ stream_id: "c", expected: 2, events: newEvents("c", 1) }],
-          async () => {},
-        ),
+      await expectAppendGoesOn(
+        store,
+        [{ stream_id: "c", expected: 2, events: newEvents("c", 1) }],
+        async () => {},
       )
-      expect(again !== undefined && Result.isSuccess(again)).toBe(true)
     }))
 
   it("the append's array literals read back as the strings and bytes they were built from", () =>
@@ -586,16 +596,10 @@ describe("event store on PostgreSQL", () => {
       const late = await db.pool.query("select 1 from events where event_type like 'c-late%'")
       expect(late.rowCount).toBe(0)
       // The heads are right for what comes next.
-      const [next] = await run(
-        store.appendStreamsInTransaction(
-          [
-            { stream_id: "a", expected: 2, events: newEvents("a", 1) },
-            { stream_id: "c", expected: 2, events: newEvents("c", 1) },
-          ],
-          () => sentNothing,
-        ),
-      )
-      expect(next !== undefined && Result.isSuccess(next)).toBe(true)
+      await expectAppendGoesOn(store, [
+        { stream_id: "a", expected: 2, events: newEvents("a", 1) },
+        { stream_id: "c", expected: 2, events: newEvents("c", 1) },
+      ])
     }))
 
   it("a work that sent everything and whose statement fails: COMMIT answers ROLLBACK, nothing is written, NotCommitted", () =>
@@ -617,13 +621,9 @@ describe("event store on PostgreSQL", () => {
       expect(await run(store.readStream("sent"))).toEqual([])
       expect((await db.pool.query("select note from side_effects")).rowCount).toBe(0)
       // The head cache forgot the speculative head.
-      const [again] = await run(
-        store.appendStreamsInTransaction(
-          [{ stream_id: "sent", expected: "no_stream", events: newEvents("sent", 1) }],
-          () => sentNothing,
-        ),
-      )
-      expect(again !== undefined && Result.isSuccess(again)).toBe(true)
+      await expectAppendGoesOn(store, [
+        { stream_id: "sent", expected: "no_stream", events: newEvents("sent", 1) },
+      ])
     }))
 
   it("a work that sent everything and then threw: its statements committed, so the failure is not NotCommitted", () =>
