@@ -145,6 +145,19 @@ const expectAppendGoesOn = async (
   expect(first !== undefined && Result.isSuccess(first)).toBe(true)
 }
 
+/** Calls `onWrite` for every write from here on to `client`'s socket (a Writable's write hooks). */
+const countWrites = (client: pg.ClientBase, onWrite: () => void): void => {
+  const socket = (client as unknown as { connection: { stream: Writable } }).connection.stream
+  for (const hook of ["_write", "_writev"] as const) {
+    const original = socket[hook]
+    if (original === undefined) continue
+    socket[hook] = function (this: Writable, ...args: Array<never>) {
+      onWrite()
+      return (original as (...a: Array<never>) => void).apply(this, args)
+    }
+  }
+}
+
 describe("event store on PostgreSQL", () => {
   it("applies its migrations exactly once, when run twice and from two pools at once", async () => {
     const db = await testDatabase({ migrate: false })
@@ -463,16 +476,8 @@ describe("event store on PostgreSQL", () => {
         store.appendStreamsInTransaction(
           [{ stream_id: "w", expected: 1, events: newEvents("w", 2) }],
           async (client) => {
-            // Count from here the writes of this transaction's connection (a Writable's write hooks).
-            const socket = (client as unknown as { connection: { stream: Writable } }).connection.stream
-            for (const hook of ["_write", "_writev"] as const) {
-              const original = socket[hook]
-              if (original === undefined) continue
-              socket[hook] = function (this: Writable, ...args: Array<never>) {
-                writes += 1
-                return (original as (...a: Array<never>) => void).apply(this, args)
-              }
-            }
+            // Count from here the writes of this transaction's connection.
+            countWrites(client, () => (writes += 1))
             await Promise.all([
               client.query("insert into work_rows values (1)"),
               client.query("insert into work_rows values (2)"),
@@ -497,15 +502,7 @@ describe("event store on PostgreSQL", () => {
         store.appendStreamsInTransaction(
           [{ stream_id: "w", expected: 1, events: newEvents("w", 2) }],
           (client) => {
-            const socket = (client as unknown as { connection: { stream: Writable } }).connection.stream
-            for (const hook of ["_write", "_writev"] as const) {
-              const original = socket[hook]
-              if (original === undefined) continue
-              socket[hook] = function (this: Writable, ...args: Array<never>) {
-                writes += 1
-                return (original as (...a: Array<never>) => void).apply(this, args)
-              }
-            }
+            countWrites(client, () => (writes += 1))
             return sentAll([
               client.query("insert into work_rows values (1)"),
               client.query("insert into work_rows values (2)"),
