@@ -273,6 +273,32 @@ export const eventHashCanonical = (
   return chainHash(prev_hash, canonicalEventText(event, data_json, metadata_json))
 }
 
+/** One event of a run for `eventHashesCanonical`: its hashed fields and its canonical JSON texts. */
+export interface CanonicalEventInput {
+  readonly fields: Omit<HashedEventFields, "data" | "metadata">
+  readonly data_json: string
+  readonly metadata_json: string
+}
+
+/**
+ * `eventHashCanonical` for a run of events, each chained on the one before: the first on
+ * `prev_hash`, checked once (the hashes computed here need no check). Returns the hashes in order.
+ * @example eventHashesCanonical(GENESIS_HASH, [first, second]) // [hash of first, hash of second]
+ */
+export const eventHashesCanonical = (
+  prev_hash: string,
+  events: ReadonlyArray<CanonicalEventInput>,
+): Array<string> => {
+  if (!hashPattern.test(prev_hash)) throw new TypeError(`prev_hash must be 64 lowercase hex digits`)
+  const hashes: Array<string> = []
+  let previous = prev_hash
+  for (const event of events) {
+    previous = chainHash(previous, canonicalEventText(event.fields, event.data_json, event.metadata_json))
+    hashes.push(previous)
+  }
+  return hashes
+}
+
 /**
  * The hash of an event, hex: SHA-256(previous hash bytes || canonical event bytes). Throws a
  * `TypeError` if `prev_hash` is not 64 lowercase hex digits, `CanonicalJsonError` if the event's

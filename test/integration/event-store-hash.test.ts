@@ -10,6 +10,7 @@ import {
   canonicalJsonExact,
   eventHash,
   eventHashCanonical,
+  eventHashesCanonical,
   GENESIS_HASH,
   type HashedEventFields,
 } from "../../adapters/eventstore/hash.ts"
@@ -272,5 +273,42 @@ describe("eventHashCanonical", () => {
         },
       ),
     )
+  })
+})
+
+describe("eventHashesCanonical", () => {
+  const fieldsAt = (stream_version: number) => ({
+    stream_id: "ledger-1",
+    stream_version,
+    event_id: `0190a5a4-0000-7000-8000-${String(stream_version).padStart(12, "0")}`,
+    event_type: "Something",
+    schema_version: 1,
+    recorded_at: "2026-11-22T01:02:03.456Z",
+  })
+
+  it("chains a run as eventHashCanonical does, one event on the next", () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.dictionary(fc.string(), fc.jsonValue()), { maxLength: 6 }),
+        fc.constantFrom(GENESIS_HASH, "ab".repeat(32)),
+        (datas, head) => {
+          const run = datas.map((data, index) => ({
+            fields: fieldsAt(index + 1),
+            data_json: canonicalJson(JSON.parse(JSON.stringify(data))),
+            metadata_json: "{}",
+          }))
+          let previous = head
+          const one_by_one = run.map((event) => {
+            previous = eventHashCanonical(previous, event.fields, event.data_json, event.metadata_json)
+            return previous
+          })
+          expect(eventHashesCanonical(head, run)).toEqual(one_by_one)
+        },
+      ),
+    )
+  })
+
+  it.each(["", "00", "A".repeat(64), "g".repeat(64)])("refuses the previous hash %j", (prev) => {
+    expect(() => eventHashesCanonical(prev, [])).toThrow(TypeError)
   })
 })

@@ -33,7 +33,7 @@ import {
   type SubscriptionBatch,
   WrongExpectedVersion,
 } from "../../../src/ports/event-store.ts"
-import { canonicalJsonExact, eventHashCanonical, GENESIS_HASH } from "../hash.ts"
+import { canonicalJsonExact, eventHashesCanonical, GENESIS_HASH } from "../hash.ts"
 
 /** The NOTIFY channel an append signals on (payload: the stream id) unless told otherwise. */
 export const defaultNotifyChannel = "event_store_appended"
@@ -214,18 +214,15 @@ const chainEvents = (
   events: ReadonlyArray<NewEvent>,
   recorded_at: string,
 ): ReadonlyArray<ChainedEvent> => {
-  let prev_hash = head.last_hash
   // The events of one command share their metadata object: its text is written once.
   let last_metadata: NewEvent["metadata"] | undefined
   let metadata = { json: "", exact: true }
-  return events.map((input, index) => {
+  const canonical = events.map((input, index) => {
     const data = canonicalJsonExact(input.data)
     if (input.metadata !== last_metadata) {
       last_metadata = input.metadata
       metadata = canonicalJsonExact(input.metadata)
     }
-    const data_json = data.json
-    const metadata_json = metadata.json
     const fields = {
       stream_id,
       stream_version: head.version + index + 1,
@@ -235,7 +232,10 @@ const chainEvents = (
       schema_version: input.schema_version,
       recorded_at,
     }
-    const hash = eventHashCanonical(prev_hash, fields, data_json, metadata_json)
+    return { input, fields, data, metadata, data_json: data.json, metadata_json: metadata.json }
+  })
+  const hashes = eventHashesCanonical(head.last_hash, canonical)
+  return canonical.map(({ input, fields, data, metadata, data_json, metadata_json }, index) => {
     // The returned event equals what a read gives back: the caller's objects when their canonical
     // text gives them back exactly, else that text parsed (it drops keys whose value is undefined,
     // as the database does).
@@ -243,10 +243,9 @@ const chainEvents = (
       ...fields,
       data: (data.exact ? input.data : JSON.parse(data_json)) as Record<string, unknown>,
       metadata: (metadata.exact ? input.metadata : JSON.parse(metadata_json)) as EventMetadata,
-      hash,
-      prev_hash,
+      hash: hashes[index] as string,
+      prev_hash: index === 0 ? head.last_hash : (hashes[index - 1] as string),
     }
-    prev_hash = hash
     return { event, data_json, metadata_json }
   })
 }
@@ -367,20 +366,22 @@ export const textArrayLiteral = (values: ReadonlyArray<string>): string => {
   return `${literal}}`
 }
 
-const hex_pattern = /^(?:[0-9a-f]{2})*$/
+const hex_digits = /^[0-9a-f]*$/
 
 /**
  * A PostgreSQL bytea[] literal of hex strings: elements `\x<hex>`, the backslash escaped for the
- * array syntax.
+ * array syntax. The elements are checked together (one pattern over all of them, each of even
+ * length): a group commit passes a few hundred hashes.
  * @example byteaArrayLiteral(["00ff"]) // '{"\\\\x00ff"}'
  */
-export const byteaArrayLiteral = (hexes: ReadonlyArray<string>): string =>
-  textArrayLiteral(
-    hexes.map((hex) => {
-      assert(hex_pattern.test(hex), "bytea elements are lowercase hex")
-      return `\\x${hex}`
-    }),
+export const byteaArrayLiteral = (hexes: ReadonlyArray<string>): string => {
+  assert(
+    hexes.every((hex) => hex.length % 2 === 0) && hex_digits.test(hexes.join("")),
+    "bytea elements are lowercase hex",
   )
+  // Hex digits need no escaping inside the quotes.
+  return hexes.length === 0 ? "{}" : `{"\\\\x${hexes.join('","\\\\x')}"}`
+}
 
 /** One statement for every stream; `chained[i]` are the events of `streams[i]`, chained on `bases[i]`. */
 const callAppendStreams = async (
