@@ -259,21 +259,7 @@ const canonicalEventText = (
   )
 }
 
-/**
- * `eventHash` for an event whose data and metadata are given as their canonical JSON text
- * (`canonicalJson(data)`, `canonicalJson(metadata)`): equal results, one serialisation fewer.
- */
-export const eventHashCanonical = (
-  prev_hash: string,
-  event: Omit<HashedEventFields, "data" | "metadata">,
-  data_json: string,
-  metadata_json: string,
-): string => {
-  if (!hashPattern.test(prev_hash)) throw new TypeError(`prev_hash must be 64 lowercase hex digits`)
-  return chainHash(prev_hash, canonicalEventText(event, data_json, metadata_json))
-}
-
-/** One event of a run for `eventHashesCanonical`: its hashed fields and its canonical JSON texts. */
+/** One event for `eventHashesCanonical`: its hashed fields and its canonical JSON texts. */
 export interface CanonicalEventInput {
   readonly fields: Omit<HashedEventFields, "data" | "metadata">
   readonly data_json: string
@@ -281,8 +267,10 @@ export interface CanonicalEventInput {
 }
 
 /**
- * `eventHashCanonical` for a run of events, each chained on the one before: the first on
- * `prev_hash`, checked once (the hashes computed here need no check). Returns the hashes in order.
+ * The hashes of a run of events whose data and metadata are given as their canonical JSON text
+ * (`canonicalJson(data)`, `canonicalJson(metadata)`), each chained on the one before, the first on
+ * `prev_hash`: equal to `eventHash` event by event, one serialisation fewer. `prev_hash` is checked
+ * once; the hashes computed here need no check. Returns the hashes in order.
  * @example eventHashesCanonical(GENESIS_HASH, [first, second]) // [hash of first, hash of second]
  */
 export const eventHashesCanonical = (
@@ -298,6 +286,14 @@ export const eventHashesCanonical = (
   }
   return hashes
 }
+
+/** `eventHashesCanonical` for one event. */
+export const eventHashCanonical = (
+  prev_hash: string,
+  event: Omit<HashedEventFields, "data" | "metadata">,
+  data_json: string,
+  metadata_json: string,
+): string => eventHashesCanonical(prev_hash, [{ fields: event, data_json, metadata_json }])[0] as string
 
 /**
  * The hash of an event, hex: SHA-256(previous hash bytes || canonical event bytes). Throws a

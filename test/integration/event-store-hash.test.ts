@@ -242,7 +242,7 @@ describe("eventHash", () => {
 })
 
 describe("eventHashCanonical", () => {
-  it("equals eventHash for any JSON data and metadata (the append path uses it)", () => {
+  it("equals eventHash for any JSON data and metadata (the append path uses its run form)", () => {
     fc.assert(
       fc.property(
         fc.dictionary(fc.string(), fc.jsonValue()),
