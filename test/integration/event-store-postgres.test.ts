@@ -158,6 +158,38 @@ const countWrites = (client: pg.ClientBase, onWrite: () => void): void => {
   }
 }
 
+/**
+ * Appends two events to a stream "w" holding one, in a group commit whose work inserts 1 and 2 into
+ * a new table `work_rows` and answers as `answer` makes it of those inserts. Checks that the append
+ * and the rows committed; returns the writes to the transaction's connection from the work on.
+ */
+const groupCommitWrites = async (
+  db: TestDatabase,
+  store: PostgresEventStore,
+  answer: (inserts: ReadonlyArray<Promise<unknown>>) => ReturnType<GroupCommitWork>,
+): Promise<number> => {
+  await db.pool.query("create table work_rows (n integer not null)")
+  await run(store.append("w", "no_stream", newEvents("w", 1)))
+  let writes = 0
+  const results = await run(
+    store.appendStreamsInTransaction(
+      [{ stream_id: "w", expected: 1, events: newEvents("w", 2) }],
+      (client) => {
+        // Count from here the writes of this transaction's connection.
+        countWrites(client, () => (writes += 1))
+        return answer([
+          client.query("insert into work_rows values (1)"),
+          client.query("insert into work_rows values (2)"),
+        ])
+      },
+    ),
+  )
+  expect(results.every((r) => r !== undefined && Result.isSuccess(r))).toBe(true)
+  const rows = await db.pool.query<{ n: number }>("select n from work_rows order by n")
+  expect(rows.rows.map((r) => r.n)).toEqual([1, 2])
+  return writes
+}
+
 describe("event store on PostgreSQL", () => {
   it("applies its migrations exactly once, when run twice and from two pools at once", async () => {
     const db = await testDatabase({ migrate: false })
@@ -469,51 +501,18 @@ describe("event store on PostgreSQL", () => {
 
   it("a group commit sends BEGIN, the append and what its work sends at once in one write, then COMMIT", () =>
     withStore(async (db, store) => {
-      await db.pool.query("create table work_rows (n integer not null)")
-      await run(store.append("w", "no_stream", newEvents("w", 1)))
-      let writes = 0
-      const results = await run(
-        store.appendStreamsInTransaction(
-          [{ stream_id: "w", expected: 1, events: newEvents("w", 2) }],
-          async (client) => {
-            // Count from here the writes of this transaction's connection.
-            countWrites(client, () => (writes += 1))
-            await Promise.all([
-              client.query("insert into work_rows values (1)"),
-              client.query("insert into work_rows values (2)"),
-            ])
-          },
-        ),
-      )
-      expect(results.every((r) => r !== undefined && Result.isSuccess(r))).toBe(true)
+      const writes = await groupCommitWrites(db, store, async (inserts) => {
+        await Promise.all(inserts)
+      })
       // Held until the work had sent its statements: one write for all of them, one for COMMIT
       // (a write per statement would make it three from the work on).
       expect(writes).toBe(2)
-      const rows = await db.pool.query<{ n: number }>("select n from work_rows order by n")
-      expect(rows.rows.map((r) => r.n)).toEqual([1, 2])
     }))
 
   it("a work that sent everything: BEGIN, the append, its statements, the guard and COMMIT leave in one write", () =>
     withStore(async (db, store) => {
-      await db.pool.query("create table work_rows (n integer not null)")
-      await run(store.append("w", "no_stream", newEvents("w", 1)))
-      let writes = 0
-      const results = await run(
-        store.appendStreamsInTransaction(
-          [{ stream_id: "w", expected: 1, events: newEvents("w", 2) }],
-          (client) => {
-            countWrites(client, () => (writes += 1))
-            return sentAll([
-              client.query("insert into work_rows values (1)"),
-              client.query("insert into work_rows values (2)"),
-            ])
-          },
-        ),
-      )
-      expect(results.every((r) => r !== undefined && Result.isSuccess(r))).toBe(true)
+      const writes = await groupCommitWrites(db, store, sentAll)
       expect(writes).toBe(1)
-      const rows = await db.pool.query<{ n: number }>("select n from work_rows order by n")
-      expect(rows.rows.map((r) => r.n)).toEqual([1, 2])
       expect((await run(store.readStream("w"))).map((e) => e.stream_version)).toEqual([1, 2, 3])
     }))
 
