@@ -100,7 +100,19 @@ export function parseAmount(
 }
 
 function significantDigitCount(plain: string): number {
-  return plain.replace(".", "").replace(/^0+/, "").replace(/0+$/, "").length
+  return withoutTrailingZeros(plain.replace(".", "").replace(/^0+/, "")).length
+}
+
+/**
+ * `text` without its trailing zeros. A loop, not `/0+$/`: the pattern is tried at every zero of a
+ * run that does not end the text, which is quadratic in the run's length (a megabyte of zeros in a
+ * request's number took minutes).
+ * @example withoutTrailingZeros("120300") // "1203"
+ */
+export function withoutTrailingZeros(text: string): string {
+  let end = text.length
+  while (end > 0 && text.charCodeAt(end - 1) === 48) end--
+  return text.slice(0, end)
 }
 
 /**

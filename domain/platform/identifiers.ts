@@ -36,21 +36,24 @@ const phoneDigitsMin = 7
 const phoneDigitsMax = 15
 /** Separators people write inside numbers: spaces, dots, parentheses and every kind of dash. */
 const phoneSeparators = /[\s().\-\u2010-\u2015\u2212]/g
+/**
+ * A trunk prefix written `(0)` right after the country code (`+` or `00` and 1 to 3 digits, then
+ * any separators): "+44 (0)20 7946 0958". Anywhere else its parentheses are separators like any
+ * other and the 0 is a digit of the number.
+ */
+const trunkPrefix = /^((?:\+|00)[1-9][0-9]{0,2})[\s.\-\u2010-\u2015\u2212]*\(\s*0\s*\)/
 
 /**
  * A phone number in E.164: `+`, a country code and subscriber number, 7 to 15 digits in all.
  * Spaces, dots, dashes (also typographic ones) and parentheses are dropped; a leading `00` is read as `+`; a trunk prefix
- * written `(0)` after the country code ("+44 (0)20 7946 0958") is dropped with its parentheses, as
- * it is dialled only from inside the country. A number without its country code is refused:
+ * written `(0)` right after the country code ("+44 (0)20 7946 0958") is dropped with its parentheses,
+ * as it is dialled only from inside the country (a `(0)` anywhere else is a digit of the number). A number without its country code is refused:
  * guessing the country would pay the wrong person.
  * @example normalisePhone("+1 (415) 555-0100") // Result.succeed("+14155550100")
  * @example normalisePhone("+44 (0)20 7946 0958") // Result.succeed("+442079460958")
  */
 export function normalisePhone(input: string): Result.Result<string, InvalidIdentifier> {
-  const compact = input
-    .trim()
-    .replace(/\(\s*0\s*\)/g, "")
-    .replace(phoneSeparators, "")
+  const compact = input.trim().replace(trunkPrefix, "$1").replace(phoneSeparators, "")
   const international = compact.startsWith("00") ? `+${compact.slice(2)}` : compact
   const fail = (message: string) => Result.fail(new InvalidIdentifier({ kind: "phone", message }))
   if (/^tel:/i.test(international))

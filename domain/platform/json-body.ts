@@ -6,6 +6,8 @@
  * JSON refuses it). One pass over the text, before the body is decoded; a body that is not JSON at
  * all is left to the decoder, which says so.
  */
+import { withoutTrailingZeros } from "../money/amount.ts"
+
 /** Why a body is refused: a code for the error body, a message, and where (`metadata.order_id`). */
 export interface JsonBodyProblem {
   readonly code:
@@ -68,7 +70,7 @@ const canonicalDecimal = (text: string): string => {
   const [, sign = "", whole = "", fraction = "", exponent = "0"] = match
   const all = `${whole}${fraction}`.replace(/^0+/, "")
   if (all === "") return "0"
-  const digits = all.replace(/0+$/, "")
+  const digits = withoutTrailingZeros(all)
   const power = Number(exponent) - fraction.length + (all.length - digits.length)
   return `${sign}${digits}e${power}`
 }

@@ -180,20 +180,27 @@ export type WebhookUrlCheck =
 
 const refused = (problem: string): WebhookUrlCheck => ({ ok: false, problem })
 
-/** Spaces and C0 controls (U+0000..U+0020) or DEL anywhere. */
+/** Spaces of any kind (U+00A0 and Unicode's others too) or control characters (C0, DEL, C1) anywhere. */
 const hasSpaceOrControl = (text: string): boolean => {
   for (let i = 0; i < text.length; i++) {
     const code = text.charCodeAt(i)
-    if (code <= 0x20 || code === 0x7f) return true
+    if (code <= 0x20 || (code >= 0x7f && code <= 0x9f)) return true
   }
-  return false
+  return /\s/.test(text)
+}
+
+/** What comes between "//" and the path, query or fragment: userinfo, host and port. */
+const authorityOf = (url: string): string => {
+  const rest = url.slice(url.indexOf("//") + 2)
+  const end = rest.search(/[/?#]/)
+  return end === -1 ? rest : rest.slice(0, end)
 }
 
 /**
  * Checks a URL for a webhook endpoint and gives it normalised (scheme and host in lower case, IPv4
  * in dotted form, default port dropped), or says what is wrong with it. Absolute http(s) written
- * with "//", without spaces, control characters, backslashes or credentials, at most 2,048
- * characters. Production endpoints must use https and a host `hostRefusal` accepts.
+ * with "//" and the host right after it, without spaces (of any kind), control characters (C0, DEL,
+ * C1), backslashes or credentials (an empty userinfo too), at most 2,048 characters. Production endpoints must use https and a host `hostRefusal` accepts.
  * @example checkWebhookUrl("HTTPS://Example.com/hooks", "production") // { ok: true, url: "https://example.com/hooks" }
  * @example checkWebhookUrl("https://10.0.0.1/x", "production").problem // "production endpoints must reach a public host: 10.0.0.1 is not a public address (private)"
  */
@@ -207,9 +214,13 @@ export function checkWebhookUrl(url: string, environment: Environment): WebhookU
   }
   if (url.includes("\\")) return refused("the URL must not contain backslashes")
   if (!/^https?:\/\//i.test(url)) return refused("the URL must start with http:// or https://")
+  // The parser skips further slashes ("https:///hooks.example.com/x") and reads an empty userinfo
+  // ("https://@hooks.example.com") as none: the host must follow "//", and "@" means credentials.
+  const authority = authorityOf(url)
+  if (authority === "") return refused("the URL must name its host right after the //")
+  if (authority.includes("@")) return refused("the URL must not contain credentials")
   if (!URL.canParse(url)) return refused("not a valid URL")
   const parsed = new URL(url)
-  if (parsed.username !== "" || parsed.password !== "") return refused("the URL must not contain credentials")
   if (environment === "production") {
     if (parsed.protocol !== "https:") return refused("production endpoints need https")
     const refusal = hostRefusal(parsed.hostname)
