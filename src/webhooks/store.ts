@@ -523,8 +523,8 @@ export interface PublicWebhook {
   readonly environment: Environment
   readonly url: string
   readonly events: ReadonlyArray<WebhookEventType>
-  readonly description: string | null
   readonly enabled: boolean
+  readonly description: string | null
   readonly secret_last4: string
   /** While a rotation's overlap lasts, when the previous secret stops signing; otherwise null. */
   readonly previous_secret_expires_at: string | null
@@ -543,8 +543,8 @@ export function toPublicWebhook(webhook: Webhook, now: Date = new Date()): Publi
     environment: webhook.environment,
     url: webhook.url,
     events: webhook.events,
-    description: webhook.description,
     enabled: webhook.enabled,
+    description: webhook.description,
     secret_last4: webhook.secret_last4,
     previous_secret_expires_at: expires !== null && expires > now ? expires.toISOString() : null,
     created_at: webhook.created_at.toISOString(),

@@ -497,10 +497,32 @@ describe("verification and the production environment", () => {
     expect(key).toMatchObject({ environment: "production", status: "active" })
     const production = apiClient(platform.url, { tenant_id: credentials.tenant_id, api_key: key.api_key })
     expect(expectOk(await production.get<TenantView>("/api/v1/tenant")).environment).toBe("production")
+    // Made with Idempotency-Keys while verified: their retries below are replays whatever changed.
+    const keyed = { environment: "production", name: "keyed" }
+    const made = await sandbox.post<{ key_id: string }>("/api/v1/api-keys", keyed, {
+      "idempotency-key": "live-1",
+    })
+    const rotation = { grace_period_seconds: 60 }
+    const rotate = `/api/v1/api-keys/${expectOk(made, 201).key_id}/rotate`
+    const rotated = await sandbox.post(rotate, rotation, { "idempotency-key": "live-rotate-1" })
+    expectOk(rotated)
 
     // A later rejected submission suspends the production keys (and their rotation) until verified again.
     expectOk(await sandbox.post<TenantView>("/api/v1/tenant/verification", submission))
     await sleep(1_100)
+    // A retry answers what was done: the tenant's state as it is now counts for new requests only.
+    for (const [first, again] of [
+      [made, await sandbox.post("/api/v1/api-keys", keyed, { "idempotency-key": "live-1" })],
+      [rotated, await sandbox.post(rotate, rotation, { "idempotency-key": "live-rotate-1" })],
+    ] as const) {
+      expect(again.headers.get("idempotent-replayed")).toBe("true")
+      expect({ status: again.status, text: again.text }).toEqual({ status: first.status, text: first.text })
+    }
+    expectError(
+      await sandbox.post("/api/v1/api-keys", keyed, { "idempotency-key": "live-2" }),
+      403,
+      "tenant_not_verified",
+    )
     expectError(await production.get("/api/v1/tenant"), 403, "tenant_not_verified")
     // A real key, not a guess: a burst of them stays 403, never the refused-keys 429.
     const suspended = await Promise.all(Array.from({ length: 60 }, () => production.get("/api/v1/tenant")))
@@ -584,7 +606,8 @@ describe("verification and the production environment", () => {
     const environments = expectOk(
       await sandbox.get<{ data: ReadonlyArray<KeyView> }>("/api/v1/api-keys"),
     ).data.map((k) => k.environment)
-    expect(environments.sort()).toEqual(["production", "sandbox"])
+    // The sandbox key, and in production `key`, `keyed` and the successor of its rotation.
+    expect(environments.sort()).toEqual(["production", "production", "production", "sandbox"])
   })
 })
 
@@ -865,11 +888,10 @@ describe("DELETE with a body", () => {
           "content-type": type,
         },
         body,
-      }).then(async (response) => ({
-        status: response.status,
-        headers: response.headers,
-        body: (await response.json()) as unknown,
-      }))
+      }).then(async (response) => {
+        const text = await response.text()
+        return { status: response.status, headers: response.headers, body: JSON.parse(text) as unknown, text }
+      })
     expectError(await remove("not json at all"), 400, "invalid_json")
     expect(expectError(await remove('{"really":true}'), 400, "invalid_parameter").param).toBe("really")
     expectError(await remove("x", "text/plain"), 415, "unsupported_media_type")

@@ -68,6 +68,7 @@ const expectReplay = <T>(first: ApiResponse<T>, second: ApiResponse<T>) => {
   expect(first.headers.get("idempotent-replayed")).toBeNull()
   expect(second.headers.get("idempotent-replayed")).toBe("true")
   expect({ status: second.status, body: second.body }).toEqual({ status: first.status, body: first.body })
+  expect(second.text).toBe(first.text)
 }
 
 /** The key authenticates its tenant. */
@@ -99,6 +100,7 @@ const post = async <T = unknown>(
     status: response.status,
     headers: response.headers,
     body: (text === "" ? null : JSON.parse(text)) as T,
+    text,
   }
 }
 
@@ -123,6 +125,42 @@ describe("idempotent replay of responses that carry a key secret", () => {
       409,
       "idempotency_key_reused",
     )
+  })
+
+  it("answers the same body from a key with other scopes as another request (409), never with the first key's secret", async () => {
+    const limited = apiClient(platform.url, {
+      tenant_id: owner.credentials.tenant_id,
+      api_key: (await createKey(owner.client, { scopes: ["keys:manage"], name: "limited" })).api_key,
+    })
+    // Without `scopes`, a body asks for the calling key's own: from the owner's key, every scope.
+    const key = newIdempotencyKey()
+    const full = expectOk(
+      await owner.client.post<NewKeyView>("/api/v1/api-keys", { name: "full" }, { "idempotency-key": key }),
+      201,
+    )
+    expect([...full.scopes].sort()).toEqual([...apiScopes].sort())
+    const replayed = await limited.post<NewKeyView>(
+      "/api/v1/api-keys",
+      { name: "full" },
+      { "idempotency-key": key },
+    )
+    expectError(replayed, 409, "idempotency_key_reused")
+    expect(replayed.text).not.toContain(full.api_key)
+    // Sent at once, one of the two is made and the other refused; the limited key gets only its own.
+    const raced = newIdempotencyKey()
+    const answers = await Promise.all(
+      [owner.client, limited].map((api) =>
+        api.post<NewKeyView>("/api/v1/api-keys", {}, { "idempotency-key": raced }),
+      ),
+    )
+    expect(answers.map((answer) => answer.status).sort()).toEqual([201, 409])
+    const [, limitedAnswer] = answers
+    if (limitedAnswer?.status === 201) expect(limitedAnswer.body.scopes).toEqual(["keys:manage"])
+    // Its own retry is a replay all the same.
+    const own = newIdempotencyKey()
+    const first = await limited.post<NewKeyView>("/api/v1/api-keys", {}, { "idempotency-key": own })
+    expect(expectOk(first, 201).scopes).toEqual(["keys:manage"])
+    expectReplay(first, await limited.post<NewKeyView>("/api/v1/api-keys", {}, { "idempotency-key": own }))
   })
 
   it("stores a registration's response sealed and replays the same tenant and working key", async () => {

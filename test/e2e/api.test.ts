@@ -917,6 +917,94 @@ describe("Idempotency-Key on payments", () => {
   })
 })
 
+describe("a retry with its Idempotency-Key", () => {
+  it("repeats the first answer byte for byte, whatever the endpoint and status", async () => {
+    const { client: api } = await registerTenant(platform.url)
+    /** Sends `body` twice with the key `name`: the second answer is the first one's text again. */
+    const twice = async <T>(route: string, body: object, name: string, status: number): Promise<T> => {
+      const headers = { "idempotency-key": `bytes-${name}` }
+      const first = await api.post<T>(route, body, headers)
+      expect(first.status, `${route}: ${first.text}`).toBe(status)
+      const again = await api.post<T>(route, body, headers)
+      expect(again.headers.get("idempotent-replayed"), route).toBe("true")
+      expect({ status: again.status, text: again.text }).toEqual({ status, text: first.text })
+      return first.body
+    }
+    const hook = await twice<WebhookView>(
+      "/api/v1/webhooks",
+      { url: receiver.url, events: ["wallet.created"], secret, description: "bytes" },
+      "webhook",
+      201,
+    )
+    const payer = await twice<WalletView>(
+      "/api/v1/wallets",
+      { external_id: "bytes-payer", label: "Payer", chain: "ethereum" },
+      "wallet",
+      201,
+    )
+    const payee = await createWallet(api, "ethereum", "bytes-payee")
+    await twice(`/api/v1/wallets/${payee.wallet_id}/default`, {}, "default", 200)
+    await twice(
+      "/api/v1/identities",
+      { wallet_id: payee.wallet_id, kind: "email", value: "bytes@example.com" },
+      "identity",
+      201,
+    )
+    await fund(api, payer.wallet_id, "10")
+    const payment = { token: "USDC", from_wallet: payer.wallet_id, metadata: { order: "b-1" } }
+    await twice(
+      "/api/social-payments/pay",
+      { ...payment, recipient: "bytes@example.com", amount: "1" },
+      "paid",
+      200,
+    )
+    await twice(
+      "/api/social-payments/pay",
+      { ...payment, recipient: "nobody@example.com", amount: "1" },
+      "waits",
+      200,
+    )
+    await twice(
+      "/api/social-payments/pay",
+      { ...payment, recipient: "bytes@example.com", amount: "100" },
+      "short",
+      422,
+    )
+    await twice(
+      "/api/v1/sandbox/webhooks/simulate",
+      { event_type: "wallet.created", webhook_id: hook.webhook_id },
+      "simulate",
+      202,
+    )
+
+    // A redelivery's key is its endpoint's and delivery's: on another endpoint's path it is another request.
+    const deliveries = await poll(
+      "the wallet.created delivery",
+      async () =>
+        expectOk(await api.get<Page<DeliveryView>>(`/api/v1/webhooks/${hook.webhook_id}/deliveries`)),
+      (page) => page.data.some((d) => d.event_type === "wallet.created" && d.status === "succeeded"),
+    )
+    const delivery = deliveries.data.find((d) => d.event_type === "wallet.created")
+    const redeliver = (webhook_id: string) =>
+      `/api/v1/webhooks/${webhook_id}/deliveries/${delivery?.delivery_id}/redeliver`
+    await twice(redeliver(hook.webhook_id), {}, "redeliver", 202)
+    const other = expectOk(
+      await api.post<WebhookView>("/api/v1/webhooks", {
+        url: receiver.url,
+        events: ["wallet.created"],
+        secret,
+      }),
+      201,
+    )
+    expectError(
+      await api.post(redeliver(other.webhook_id), {}, { "idempotency-key": "bytes-redeliver" }),
+      409,
+      "idempotency_key_reused",
+    )
+    expectError(await api.post(redeliver(other.webhook_id), {}), 404, "delivery_not_found")
+  })
+})
+
 // --- 6. double spend --------------------------------------------------------------------------
 
 describe("concurrent payments from one wallet", () => {

@@ -28,6 +28,8 @@ export interface ApiResponse<T = unknown> {
   readonly status: number
   readonly headers: Headers
   readonly body: T
+  /** The body as it came, before parsing (a replay must repeat it byte for byte). */
+  readonly text: string
 }
 
 /**
@@ -129,6 +131,7 @@ export const apiClient = (base: string, credentials?: Credentials) => {
       status: response.status,
       headers: response.headers,
       body: (text === "" ? null : JSON.parse(text)) as T,
+      text,
     }
   }
   return {

@@ -330,34 +330,41 @@ const createKey = (payload: {
     const scopes = yield* parseScopes(caller, payload.scopes)
     yield* scopesNotHeld(caller, scopes, "The new key would have")
     const name = payload.name === undefined ? null : yield* text(payload.name, "name", textLengths.key_name)
-    if (environment === "production") {
-      const tenant = yield* loadTenant(caller.tenant_id)
-      if (tenant.kyc_status !== "verified") {
-        return yield* notVerified()
-      }
-    }
     const sealer = yield* StoredResponseSealer
+    // Fingerprinted with the scopes it asks for: a body without `scopes` asks for the calling key's
+    // own, so the same body from a key with other scopes is another request (409), never a replay
+    // of a stronger key's answer.
+    const request = { body: payload, scopes: [...scopes].sort() }
     return yield* idempotent(
       caller,
       "keys.create",
-      payload,
+      request,
       (ticket) =>
-        db(() =>
-          inTransaction(pool, async (client) => {
-            await client.query(
-              "insert into platform.tenant_environments (tenant_id, environment) values ($1, $2) on conflict do nothing",
-              [caller.tenant_id, environment],
-            )
-            const key = await insertKey(client, {
-              tenant_id: caller.tenant_id,
-              environment: environment as Environment,
-              scopes,
-              name,
-            })
-            if (ticket !== undefined) await storeResponses(client, [storedResponse(ticket, 201, key)])
-            return key
-          }),
-        ),
+        Effect.gen(function* () {
+          // The tenant's state as it is now counts for a new request only: a retry is its answer.
+          if (
+            environment === "production" &&
+            (yield* loadTenant(caller.tenant_id)).kyc_status !== "verified"
+          ) {
+            return yield* notVerified()
+          }
+          return yield* db(() =>
+            inTransaction(pool, async (client) => {
+              await client.query(
+                "insert into platform.tenant_environments (tenant_id, environment) values ($1, $2) on conflict do nothing",
+                [caller.tenant_id, environment],
+              )
+              const key = await insertKey(client, {
+                tenant_id: caller.tenant_id,
+                environment: environment as Environment,
+                scopes,
+                name,
+              })
+              if (ticket !== undefined) await storeResponses(client, [storedResponse(ticket, 201, key)])
+              return key
+            }),
+          )
+        }),
       sealer,
     )
   })
@@ -417,15 +424,7 @@ const rotateKey = (key_id: string, payload: { grace_period_seconds?: number | un
     // The successor has the rotated key's scopes: the caller must hold them all. A production key
     // is rotated only while the tenant is verified (the key itself stops working otherwise).
     const target = yield* keyScopes(caller, key_id)
-    if (target !== undefined) {
-      yield* scopesNotHeld(caller, target.scopes, `Key ${key_id} has`)
-      if (
-        target.environment === "production" &&
-        (yield* loadTenant(caller.tenant_id)).kyc_status !== "verified"
-      ) {
-        return yield* notVerified()
-      }
-    }
+    if (target !== undefined) yield* scopesNotHeld(caller, target.scopes, `Key ${key_id} has`)
     const sealer = yield* StoredResponseSealer
     const result = yield* idempotent(
       caller,
@@ -433,17 +432,26 @@ const rotateKey = (key_id: string, payload: { grace_period_seconds?: number | un
       payload,
       (ticket) =>
         Effect.flatMap(
-          db(() =>
-            inTransaction(platform.pool, async (client) => {
-              const outcome = await rotateStoredKey(client, caller.tenant_id, key_id, grace_ms)
-              if (outcome.kind !== "rotated") return outcome
-              const body = { new_key: outcome.new_key, old_key: outcome.old_key }
-              if (ticket !== undefined) await storeResponses(client, [storedResponse(ticket, 200, body)])
-              return body
-            }),
-          ),
-          (answer) =>
-            "kind" in answer ? Effect.fail(rotationRefused(key_id, answer)) : Effect.succeed(answer),
+          // The tenant's state as it is now counts for a new request only: a retry is its answer.
+          target?.environment === "production"
+            ? Effect.flatMap(loadTenant(caller.tenant_id), (tenant) =>
+                tenant.kyc_status === "verified" ? Effect.void : notVerified(),
+              )
+            : Effect.void,
+          () =>
+            Effect.flatMap(
+              db(() =>
+                inTransaction(platform.pool, async (client) => {
+                  const outcome = await rotateStoredKey(client, caller.tenant_id, key_id, grace_ms)
+                  if (outcome.kind !== "rotated") return outcome
+                  const body = { new_key: outcome.new_key, old_key: outcome.old_key }
+                  if (ticket !== undefined) await storeResponses(client, [storedResponse(ticket, 200, body)])
+                  return body
+                }),
+              ),
+              (answer) =>
+                "kind" in answer ? Effect.fail(rotationRefused(key_id, answer)) : Effect.succeed(answer),
+            ),
         ),
       sealer,
     )

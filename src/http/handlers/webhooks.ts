@@ -302,19 +302,23 @@ export const WebhooksHandlers = HttpApiBuilder.group(PlatformApi, "webhooks", (h
             const owned = yield* db(() => getWebhook(platform.pool, scopeOf(caller), params.webhook_id))
             if (owned === undefined) return yield* notFound("webhook", params.webhook_id, "webhook_id")
             if (!owned.enabled) return yield* disabled(params.webhook_id)
-            return yield* idempotent(caller, `webhooks.redeliver.${params.delivery_id}`, {}, (ticket) =>
-              Effect.gen(function* () {
-                const existing = yield* db(() =>
-                  getDelivery(platform.pool, scopeOf(caller), params.delivery_id),
-                )
-                if (existing === undefined || existing.webhook_id !== params.webhook_id) {
-                  return yield* notFound("delivery", params.delivery_id, "delivery_id")
-                }
-                const delivery = yield* db(() => platform.redeliver(scopeOf(caller), params.delivery_id))
-                if (delivery === undefined)
-                  return yield* notFound("delivery", params.delivery_id, "delivery_id")
-                return yield* storeAfterwards(ticket, 202)(deliveryView(delivery))
-              }),
+            return yield* idempotent(
+              caller,
+              `webhooks.redeliver.${params.webhook_id}.${params.delivery_id}`,
+              {},
+              (ticket) =>
+                Effect.gen(function* () {
+                  const existing = yield* db(() =>
+                    getDelivery(platform.pool, scopeOf(caller), params.delivery_id),
+                  )
+                  if (existing === undefined || existing.webhook_id !== params.webhook_id) {
+                    return yield* notFound("delivery", params.delivery_id, "delivery_id")
+                  }
+                  const delivery = yield* db(() => platform.redeliver(scopeOf(caller), params.delivery_id))
+                  if (delivery === undefined)
+                    return yield* notFound("delivery", params.delivery_id, "delivery_id")
+                  return yield* storeAfterwards(ticket, 202)(deliveryView(delivery))
+                }),
             )
           }),
         ),
