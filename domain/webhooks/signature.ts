@@ -53,6 +53,7 @@ export function signPayload(input: {
 }
 
 export type SignatureFailure =
+  | "missing"
   | "malformed"
   | "timestamp_too_old"
   | "timestamp_in_future"
@@ -99,7 +100,7 @@ function parseHeader(header: string): ParsedHeader | undefined {
  * The comparison takes the same time wherever the signatures differ.
  * @example
  * const result = verifySignature({
- *   header: request.headers["x-service-signature"] ?? "",
+ *   header: request.headers["x-service-signature"],
  *   body: rawBody,
  *   secret: process.env.WEBHOOK_SECRET,
  *   now_s: Math.floor(Date.now() / 1000),
@@ -107,13 +108,19 @@ function parseHeader(header: string): ParsedHeader | undefined {
  * if (!result.ok) return response.status(400).send(result.reason)
  */
 export function verifySignature(input: {
-  readonly header: string
+  /**
+   * The header as Node's `request.headers` gives it: absent (undefined) is refused as "missing", a
+   * list (never one header) as "malformed".
+   */
+  readonly header: string | ReadonlyArray<string> | undefined
   readonly body: string | Uint8Array
   readonly secret: string
   readonly now_s: number
   readonly tolerance_s?: number
 }): SignatureVerification {
   const tolerance_s = input.tolerance_s ?? signature_tolerance_s_default
+  if (input.header === undefined) return { ok: false, reason: "missing" }
+  if (typeof input.header !== "string") return { ok: false, reason: "malformed" }
   const parsed = parseHeader(input.header)
   if (parsed === undefined) return { ok: false, reason: "malformed" }
   if (input.now_s - parsed.timestamp_s > tolerance_s) return { ok: false, reason: "timestamp_too_old" }

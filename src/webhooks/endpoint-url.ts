@@ -221,6 +221,12 @@ export function checkWebhookUrl(url: string, environment: Environment): WebhookU
   if (authority.includes("@")) return refused("the URL must not contain credentials")
   if (!URL.canParse(url)) return refused("not a valid URL")
   const parsed = new URL(url)
+  // Nothing listens on port 0, and a name with an empty label (".", "..", "a..b") resolves nowhere.
+  if (parsed.port === "0") return refused("the URL's port must be from 1 to 65535")
+  const host = unbracketed(parsed.hostname)
+  if (isIP(host) === 0 && host.replace(/\.$/, "").split(".").includes("")) {
+    return refused("the URL's host name has an empty label")
+  }
   if (environment === "production") {
     if (parsed.protocol !== "https:") return refused("production endpoints need https")
     const refusal = hostRefusal(parsed.hostname)

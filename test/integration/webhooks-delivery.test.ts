@@ -91,7 +91,7 @@ const now_s = () => Math.floor(Date.now() / 1000)
 
 /** The receiver's check, as a tenant would write it. */
 const verifies = (request: Received, secret: string, body: string = request.body) =>
-  verifySignature({ header: String(request.headers["x-service-signature"]), body, secret, now_s: now_s() }).ok
+  verifySignature({ header: request.headers["x-service-signature"], body, secret, now_s: now_s() }).ok
 
 const fast: RetrySchedule = { attempt_count_max: 5, delay_base_ms: 10, delay_max_ms: 40, jitter: "none" }
 

@@ -53,9 +53,8 @@ export const startWebhookReceiver = async (
       const verified = tamper(body, request.headers)
         ? Buffer.concat([raw.subarray(0, -1), Buffer.from("]")])
         : raw
-      const header = request.headers["x-service-signature"]
       const verification = verifySignature({
-        header: typeof header === "string" ? header : "",
+        header: request.headers["x-service-signature"],
         body: verified,
         secret,
         now_s: Math.floor(Date.now() / 1000),

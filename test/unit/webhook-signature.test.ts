@@ -42,7 +42,7 @@ describe("signPayload", () => {
 describe("verifySignature", () => {
   const cases: ReadonlyArray<{
     readonly name: string
-    readonly header: string
+    readonly header: string | ReadonlyArray<string> | undefined
     readonly body?: string
     readonly now_s?: number
     readonly verify_secret?: string
@@ -58,6 +58,8 @@ describe("verifySignature", () => {
       header: `t=${t},v1=${"0".repeat(64)},v1=${good}`,
       expected: true,
     },
+    { name: "no header at all", header: undefined, expected: "missing" },
+    { name: "a list of headers", header: [`t=${t},v1=${good}`], expected: "malformed" },
     { name: "an empty header", header: "", expected: "malformed" },
     { name: "garbage", header: "garbage", expected: "malformed" },
     { name: "no timestamp", header: `v1=${good}`, expected: "malformed" },

@@ -156,6 +156,7 @@ describe("checkWebhookUrl", () => {
     ["https://example.com:443/x", "production", "https://example.com/x"],
     ["https://bücher.example/x", "production", "https://xn--bcher-kva.example/x"],
     ["https://8.8.8.8/x", "production", "https://8.8.8.8/x"],
+    ["https://hooks.example.com./x", "production", "https://hooks.example.com./x"],
   ] as const)("accepts %s in %s as %s", (url, environment, normalised) => {
     expect(checkWebhookUrl(url, environment)).toEqual({ ok: true, url: normalised })
   })
@@ -188,6 +189,10 @@ describe("checkWebhookUrl", () => {
     ["https://example.com/\u00a0in", spaces],
     ["https://example.com/in\u2028", spaces],
     ["https://example.com/\ufeffin", spaces],
+    ["https://../x", "the URL's host name has an empty label"],
+    ["http://./", "the URL's host name has an empty label"],
+    ["https://hooks..example.com/x", "the URL's host name has an empty label"],
+    ["https://example.com:0/x", "the URL's port must be from 1 to 65535"],
     [`https://example.com/${"a".repeat(2_100)}`, "the URL is longer than 2,048 characters"],
     [`https://example.com/${"é".repeat(700)}`, "the URL is longer than 2,048 characters once normalised"],
   ])("refuses %j in the sandbox: %s", (url, problem) => {
