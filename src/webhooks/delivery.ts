@@ -14,7 +14,7 @@
  */
 import * as http from "node:http"
 import * as https from "node:https"
-import type { LookupFunction } from "node:net"
+import type { LookupFunction, Socket } from "node:net"
 import type pg from "pg"
 import type { PgBoss } from "pg-boss"
 import { assert } from "../../domain/assert.ts"
@@ -88,6 +88,11 @@ export interface AttemptOutcome {
   readonly response_status: number | null
   readonly response_excerpt: string | null
   readonly error: string | null
+  /**
+   * The request went out on a kept-alive connection that closed before any answer, most likely one
+   * the receiver had closed while idle: the next attempt goes at once, on a new connection.
+   */
+  readonly closed_under_reuse: boolean
 }
 
 /** At most `bytes_max` bytes of UTF-8, cut on a character boundary, without NUL (PostgreSQL text has none). */
@@ -149,44 +154,45 @@ interface PostRequest {
   readonly environment: Environment
 }
 
-/**
- * Sends the POST and reads the answer's status and first bytes; rejects when no answer comes. A
- * kept-alive connection that the receiver closed while idle fails a request the moment it is reused,
- * before any answer: the request is then sent once more on a new connection (it never reached the
- * receiver's application). Any other failure is the attempt's.
- */
-const send = async (
-  url: URL,
-  request: PostRequest,
-  signal: AbortSignal,
-  lookup: LookupFunction | undefined,
-): Promise<{ readonly status: number; readonly excerpt: string | null }> => {
-  const sent = await sendOnce(url, request, signal, lookup, true)
-  if (sent.ok) return sent.answer
-  if (!sent.closed_under_reuse || signal.aborted) throw sent.error
-  const again = await sendOnce(url, request, signal, lookup, false)
-  if (again.ok) return again.answer
-  throw again.error
-}
-
 type Sent =
   | { readonly ok: true; readonly answer: { readonly status: number; readonly excerpt: string | null } }
   | { readonly ok: false; readonly error: unknown; readonly closed_under_reuse: boolean }
 
-const sendOnce = (
+/**
+ * Closes the pool's idle connections to the address `socket` was connected to: when the receiver
+ * closed one while idle, the others it kept are as likely closed, and the next attempt must not
+ * take one.
+ */
+const closeIdleSiblings = (agent: http.Agent, socket: Socket | null) => {
+  const address = socket?.remoteAddress
+  const port = socket?.remotePort
+  if (address === undefined || port === undefined) return
+  for (const idle of Object.values(agent.freeSockets)) {
+    for (const sibling of idle ?? []) {
+      if (sibling.remoteAddress === address && sibling.remotePort === port) sibling.destroy()
+    }
+  }
+}
+
+/**
+ * Sends the POST once and reads the answer's status and first bytes. A request that fails on a
+ * kept-alive connection before any answer says so (`closed_under_reuse`): it may not have reached
+ * the receiver's application, or it may have, and only the receiver knows. It is never sent again
+ * within the attempt; the next attempt follows at once instead, so that both are in the log.
+ */
+const send = (
   url: URL,
   request: PostRequest,
   signal: AbortSignal,
   lookup: LookupFunction | undefined,
-  pooled: boolean,
 ): Promise<Sent> =>
   new Promise((resolve) => {
     const secure = url.protocol === "https:"
+    const agent = agents[request.environment][secure ? "https" : "http"]
     const options: https.RequestOptions = {
       method: "POST",
       headers: { ...request.headers, "content-length": String(Buffer.byteLength(request.body)) },
-      // The second try takes a connection of its own, not another idle one of the pool.
-      agent: pooled ? agents[request.environment][secure ? "https" : "http"] : false,
+      agent,
       signal,
       ...(lookup === undefined ? {} : { lookup }),
     }
@@ -201,17 +207,12 @@ const sendOnce = (
       )
     }
     const outgoing = secure ? https.request(url, options, onAnswer) : http.request(url, options, onAnswer)
-    outgoing.on("error", (error: NodeJS.ErrnoException) =>
-      resolve({
-        ok: false,
-        error,
-        closed_under_reuse:
-          pooled &&
-          outgoing.reusedSocket &&
-          !answered &&
-          (error.code === "ECONNRESET" || error.code === "EPIPE"),
-      }),
-    )
+    outgoing.on("error", (error: NodeJS.ErrnoException) => {
+      const closed_under_reuse =
+        outgoing.reusedSocket && !answered && (error.code === "ECONNRESET" || error.code === "EPIPE")
+      if (closed_under_reuse) closeIdleSiblings(agent, outgoing.socket)
+      resolve({ ok: false, error, closed_under_reuse })
+    })
     outgoing.end(request.body)
   })
 
@@ -226,10 +227,14 @@ const sendOnce = (
 export async function postWebhook(request: PostRequest): Promise<AttemptOutcome> {
   const started_at = new Date()
   const started_ms = performance.now()
-  const outcome = (answer: Omit<AttemptOutcome, "started_at" | "latency_ms">): AttemptOutcome => ({
+  const outcome = (
+    answer: Omit<AttemptOutcome, "started_at" | "latency_ms" | "closed_under_reuse">,
+    closed_under_reuse = false,
+  ): AttemptOutcome => ({
     started_at,
     latency_ms: Math.max(0, Math.round(performance.now() - started_ms)),
     ...answer,
+    closed_under_reuse,
   })
   const timeout = AbortSignal.timeout(request.timeout_ms)
   const signal = AbortSignal.any([request.signal, timeout])
@@ -243,8 +248,20 @@ export async function postWebhook(request: PostRequest): Promise<AttemptOutcome>
       }
       lookup = pinnedLookup(resolution.addresses)
     }
-    const answer = await send(url, request, signal, lookup)
-    return outcome({ response_status: answer.status, response_excerpt: answer.excerpt, error: null })
+    const sent = await send(url, request, signal, lookup)
+    if (sent.ok) {
+      return outcome({
+        response_status: sent.answer.status,
+        response_excerpt: sent.answer.excerpt,
+        error: null,
+      })
+    }
+    if (!sent.closed_under_reuse || signal.aborted) throw sent.error
+    const why = `${describeError(sent.error)}: the kept-alive connection closed before any answer (the receiver may have closed it while idle); the next attempt follows at once on a new connection`
+    return outcome(
+      { response_status: null, response_excerpt: null, error: truncateUtf8(why, excerpt_bytes_max) },
+      true,
+    )
   } catch (error) {
     if (request.signal.aborted)
       throw new Error("delivery interrupted: the worker is stopping", { cause: error })
@@ -262,7 +279,9 @@ const succeeded = (outcome: AttemptOutcome): boolean =>
 
 /**
  * Records the attempt and settles the delivery or queues its next attempt, in one transaction;
- * "skipped" when another run of the same attempt recorded it first.
+ * "skipped" when another run of the same attempt recorded it first. The next attempt goes at once,
+ * whatever the schedule says, after a connection closed under reuse, and after any attempt that was
+ * claimed before a redelivery was asked for (it was being sent then, so the redelivery is owed).
  */
 const recordAttempt = async (
   pool: pg.Pool,
@@ -271,19 +290,31 @@ const recordAttempt = async (
   job: DeliveryJob,
   outcome: AttemptOutcome & { readonly signature_timestamp: number },
 ): Promise<DeliveryResult> => {
-  const delay_ms = succeeded(outcome)
+  const scheduled_ms = succeeded(outcome)
     ? undefined
     : retryDelayMs(settings.schedule, job.attempt, settings.random())
+  const at_once = outcome.closed_under_reuse && scheduled_ms !== undefined
+  const delay_ms = at_once ? 0 : scheduled_ms
   const status = succeeded(outcome) ? "succeeded" : delay_ms === undefined ? "failed" : "pending"
   return await inTransaction(pool, async (client) => {
-    const updated = await client.query(
-      `update platform.webhook_deliveries
-       set status = $3, attempt_count = $2, last_status_code = $4, updated_at = now(),
-         next_attempt_at = now() + $5::float8 * interval '1 millisecond'
-       where delivery_id = $1 and status = 'pending' and attempt_count = $2 - 1`,
+    const updated = await client.query<{ redelivery_owed: boolean }>(
+      `with attempt as (
+         select delivery_id, coalesce(redelivery_asked_at > claimed_at, false) as redelivery_owed
+         from platform.webhook_deliveries
+         where delivery_id = $1 and status = 'pending' and attempt_count = $2 - 1
+         for update
+       )
+       update platform.webhook_deliveries d
+       set status = case when a.redelivery_owed then 'pending' else $3 end,
+         attempt_count = $2, last_status_code = $4, updated_at = now(), redelivery_asked_at = null,
+         next_attempt_at = now() + (case when a.redelivery_owed then 0 else $5::float8 end) * interval '1 millisecond'
+       from attempt a
+       where d.delivery_id = a.delivery_id
+       returning a.redelivery_owed`,
       [job.delivery_id, job.attempt, status, outcome.response_status, delay_ms ?? null],
     )
-    if (updated.rowCount !== 1) return "skipped"
+    const recorded = updated.rows[0]
+    if (recorded === undefined) return "skipped"
     await client.query(
       `insert into platform.webhook_attempts (delivery_id, attempt, started_at, latency_ms, response_status,
          response_excerpt, error, signature_timestamp)
@@ -299,6 +330,12 @@ const recordAttempt = async (
         outcome.signature_timestamp,
       ],
     )
+    if (recorded.redelivery_owed) {
+      await sendDeliveryJobs(boss, client, [
+        { delivery_id: job.delivery_id, attempt: job.attempt + 1, delay_ms: 0 },
+      ])
+      return "retrying"
+    }
     if (delay_ms === undefined) return status === "succeeded" ? "succeeded" : "failed"
     await sendDeliveryJobs(boss, client, [
       { delivery_id: job.delivery_id, attempt: job.attempt + 1, delay_ms },

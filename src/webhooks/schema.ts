@@ -131,4 +131,13 @@ alter table platform.webhook_deliveries
 alter table platform.webhook_deliveries add column claimed_at timestamptz;
 `,
   },
+  {
+    version: 326,
+    name: "webhooks: a redelivery asked for during an attempt",
+    // When the last redelivery was asked for: an attempt claimed before then, still being sent,
+    // owes the receiver a fresh attempt right after it (src/webhooks/delivery.ts, recordAttempt).
+    sql: `
+alter table platform.webhook_deliveries add column redelivery_asked_at timestamptz;
+`,
+  },
 ]

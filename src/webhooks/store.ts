@@ -488,9 +488,10 @@ export async function listDeliveries(
 
 /**
  * Makes a fresh attempt of a delivery now, whatever its status: the delivery is pending again and a
- * job for attempt `attempt_count + 1` is queued in the same transaction. If that attempt fails, the
- * retry schedule continues from it (a delivery that had already failed for good fails again at
- * once). Undefined when the tenant has no such delivery or its endpoint was deleted. Given a
+ * job for attempt `attempt_count + 1` is queued in the same transaction. An attempt being sent at
+ * that moment goes on: the fresh one follows it at once, as the attempt after it (the time of the
+ * request is kept for that: `redelivery_asked_at`). If the fresh attempt fails, the retry schedule
+ * continues from it (a delivery that had already failed for good fails again at once). Undefined when the tenant has no such delivery or its endpoint was deleted. Given a
  * client, call it inside your transaction.
  * @example const delivery = await redeliver(pool, engine.boss, scope, "dlv_0193...")
  */
@@ -503,7 +504,7 @@ export async function redeliver(
   return await inTransaction(db, async (client) => {
     const updated = await client.query<{ attempt_count: number }>(
       `update platform.webhook_deliveries d
-       set status = 'pending', next_attempt_at = now(), updated_at = now()
+       set status = 'pending', next_attempt_at = now(), updated_at = now(), redelivery_asked_at = now()
        from platform.webhooks w
        where d.tenant_id = $1 and d.environment = $2 and d.delivery_id = $3
          and w.webhook_id = d.webhook_id and w.deleted_at is null

@@ -44,7 +44,11 @@ interface Received {
   readonly headers: http.IncomingHttpHeaders
   readonly body: string
 }
-type Answer = { readonly status: number; readonly body?: string } | "hang"
+/** "reset": the connection is closed after the request was read, without an answer. */
+type Answer =
+  | { readonly status: number; readonly body?: string; readonly delay_ms?: number }
+  | "hang"
+  | "reset"
 
 interface Receiver {
   readonly url: string
@@ -70,7 +74,14 @@ const startReceiver = async (respond: (request: Received, index: number) => Answ
       received.push(entry)
       const answer = respond(entry, received.length - 1)
       if (answer === "hang") return
-      response.writeHead(answer.status, { "content-type": "text/plain" }).end(answer.body ?? "")
+      if (answer === "reset") {
+        request.socket.destroy()
+        return
+      }
+      const send = () =>
+        response.writeHead(answer.status, { "content-type": "text/plain" }).end(answer.body ?? "")
+      if (answer.delay_ms === undefined) send()
+      else setTimeout(send, answer.delay_ms)
     })
   })
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
@@ -336,6 +347,41 @@ describe("delivery", () => {
     expect(delivery.attempts[0]?.error).toMatch(/ECONNREFUSED/)
   })
 
+  it("logs a request whose kept-alive connection closed before any answer as an attempt, and sends the next one at once", async () => {
+    const scope = newTenant()
+    // The second request (on the connection the first left open) is read, then the connection closed.
+    const receiver = await startReceiver((_, index) => (index === 1 ? "reset" : { status: 200 }))
+    const webhook = await createWebhook(
+      db.pool,
+      scope,
+      { url: receiver.url, events: ["payment.completed"] },
+      box,
+    )
+    // A minute between scheduled attempts: only the at-once attempt can come within the wait below.
+    await start({
+      retry_schedule: { attempt_count_max: 5, delay_base_ms: 60_000, delay_max_ms: 60_000, jitter: "none" },
+    })
+    await enqueue(scope, "payment.completed")
+    await settledDelivery(scope, webhook.webhook_id)
+    const second = await enqueue(scope, "payment.completed")
+    const delivery = await waitFor("the second delivery, settled", async () => {
+      const found = (await listDeliveries(db.pool, scope, webhook.webhook_id))?.data.find(
+        (d) => d.event_id === second,
+      )
+      return found?.status === "succeeded" ? found : undefined
+    })
+    expect(delivery.attempts.map((a) => [a.attempt, a.response_status])).toEqual([
+      [1, null],
+      [2, 200],
+    ])
+    expect(delivery.attempts[0]?.error).toMatch(/closed before any answer/)
+    // Each attempt reached the receiver once, under its own number.
+    const attempts = receiver.received
+      .filter((r) => r.headers["x-service-event-id"] === second)
+      .map((r) => r.headers["x-service-delivery-attempt"])
+    expect(attempts).toEqual(["1", "2"])
+  })
+
   it("sends nothing unsigned when the KEK changed, and signs again once the secret is set anew", async () => {
     const scope = newTenant()
     const receiver = await startReceiver(() => ({ status: 204 }))
@@ -537,10 +583,10 @@ describe("delivery", () => {
 })
 
 describe("redelivery and test events", () => {
-  /** A running engine and one payment.completed delivered to a 200 receiver: what a redelivery repeats. */
-  const deliveredOnce = async () => {
+  /** A running engine, an endpoint answering as `respond` says, and one payment.completed for it. */
+  const enqueuedOnce = async (respond: (request: Received, index: number) => Answer) => {
     const scope = newTenant()
-    const receiver = await startReceiver(() => ({ status: 200 }))
+    const receiver = await startReceiver(respond)
     const webhook = await createWebhook(
       db.pool,
       scope,
@@ -549,6 +595,12 @@ describe("redelivery and test events", () => {
     )
     const engine = await start()
     await enqueue(scope, "payment.completed")
+    return { scope, receiver, engine, webhook }
+  }
+
+  /** That event delivered to a 200 receiver: what a redelivery repeats. */
+  const deliveredOnce = async () => {
+    const { scope, receiver, engine, webhook } = await enqueuedOnce(() => ({ status: 200 }))
     return { scope, receiver, engine, delivered: await settledDelivery(scope, webhook.webhook_id) }
   }
 
@@ -623,6 +675,31 @@ describe("redelivery and test events", () => {
     })
     expect(again.status).toBe("succeeded")
     expect(receiver.received.map((r) => r.headers["x-service-delivery-attempt"])).toEqual(["1", "2"])
+  })
+
+  it("follows an attempt being sent when a redelivery is asked for with a fresh attempt, at once", async () => {
+    // The first attempt takes 1.5 s to answer: the redelivery is asked for while it is being sent.
+    const { scope, receiver, engine, webhook } = await enqueuedOnce((_, index) =>
+      index === 0 ? { status: 200, delay_ms: 1_500 } : { status: 200 },
+    )
+    await waitFor("the first attempt, arrived", async () =>
+      receiver.received.length === 1 ? true : undefined,
+    )
+    const delivery_id = (await listDeliveries(db.pool, scope, webhook.webhook_id))?.data[0]?.delivery_id ?? ""
+    expect(await redeliver(db.pool, engine.boss, scope, delivery_id)).toMatchObject({ status: "pending" })
+    const again = await waitFor("the fresh attempt", async () => {
+      const delivery = await getDelivery(db.pool, scope, delivery_id)
+      return delivery?.attempt_count === 2 && delivery.status === "succeeded" ? delivery : undefined
+    })
+    expect(again.attempts.map((a) => [a.attempt, a.response_status])).toEqual([
+      [1, 200],
+      [2, 200],
+    ])
+    // No third: the redelivery's own job found the attempt it carried taken, and a later attempt
+    // (claimed after the request) counts as the fresh one.
+    await settle(1_500)
+    expect(receiver.received.map((r) => r.headers["x-service-delivery-attempt"])).toEqual(["1", "2"])
+    expect((await getDelivery(db.pool, scope, delivery_id))?.attempts).toHaveLength(2)
   })
 
   it("sends a test event to the one endpoint named, with sample data", async () => {

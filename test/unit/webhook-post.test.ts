@@ -1,7 +1,8 @@
 // Proves how a webhook POST uses kept-alive connections: an idle one is closed after
-// `idle_connection_ms`, before a receiver's usual 5 s; one that the receiver closed while idle and
-// that fails the moment it is reused is not a failed attempt (the request goes once more on a new
-// connection); a connection that fails when new is the attempt's failure, sent once.
+// `idle_connection_ms`, before a receiver's usual 5 s; a request on one that closes before any
+// answer is sent once, never again within the attempt, and says so (`closed_under_reuse`: the next
+// attempt follows at once), and the pool's other idle connections to that receiver are closed with
+// it; a connection that fails when new is the attempt's failure, sent once.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { AddressInfo, Socket } from "node:net"
 import { afterEach, describe, expect, it } from "vitest"
@@ -71,22 +72,31 @@ describe("postWebhook's connections", () => {
     expect(receiver.connections()).toBe(2)
   })
 
-  it("sends once more on a new connection when a reused one was closed under it, before any answer", async () => {
-    // The second request on a connection finds it closed, as when the receiver's idle timer fired.
+  it("sends a request once when a reused connection closes before any answer, says so, and closes the receiver's other idle connections", async () => {
+    // The second request on a connection finds it closed after the receiver read it: whether the
+    // receiver acted on it only the receiver knows, so it is not sent again within the attempt.
     const receiver = await startReceiver((request, response, nth) => {
       if (nth === 2) request.socket.destroy()
       else response.writeHead(200).end("ok")
     })
-    expect((await post(receiver.url)).response_status).toBe(200)
-    const outcome = await post(receiver.url)
-    expect(outcome).toMatchObject({ response_status: 200, error: null })
+    // Two at once: two connections, both idle afterwards.
+    const first = await Promise.all([post(receiver.url), post(receiver.url)])
+    expect(first.map((outcome) => outcome.response_status)).toEqual([200, 200])
     expect(receiver.connections()).toBe(2)
+    const outcome = await post(receiver.url)
+    expect(outcome).toMatchObject({ response_status: null, closed_under_reuse: true })
+    expect(outcome.error).toMatch(/closed before any answer.*next attempt follows at once/)
+    expect(receiver.ports).toHaveLength(3)
+    // The other idle connection was closed too: the next request opens a new one.
+    expect(await post(receiver.url)).toMatchObject({ response_status: 200, closed_under_reuse: false })
+    expect(receiver.ports).toHaveLength(4)
+    expect(receiver.connections()).toBe(3)
   })
 
   it("counts a new connection that fails as the attempt's failure, sent once", async () => {
     const receiver = await startReceiver((request) => request.socket.destroy())
     const outcome = await post(receiver.url)
-    expect(outcome.response_status).toBeNull()
+    expect(outcome).toMatchObject({ response_status: null, closed_under_reuse: false })
     expect(outcome.error).toMatch(/socket hang up|ECONNRESET/)
     expect(receiver.ports).toHaveLength(1)
     expect(receiver.connections()).toBe(1)
