@@ -87,10 +87,17 @@ const collect = (appended: ReadonlyArray<AppendedCommand>): Collected => {
       collected.stored.push(attachment.stored)
     } else if (attachment?.kind === "refusal") {
       collected.refusals.push(attachment)
-      continue // its void is the refusal's, not a lapse
     }
     for (const event of item.events) {
       if (event.event_type !== "PendingTransferExpired" && event.event_type !== "PendingTransferVoided")
+        continue
+      // A refusal's own void is the refusal's (its payment fails with the refusal's code), not a
+      // lapse; reservations that lapsed by the same command's time are lapses all the same.
+      if (
+        attachment?.kind === "refusal" &&
+        event.event_type === "PendingTransferVoided" &&
+        String(event.data.pending_id) === attachment.transaction_id
+      )
         continue
       const key = `${item.ledger.tenant}|${item.ledger.environment}`
       const ids = collected.released.get(key) ?? []

@@ -664,6 +664,27 @@ describe("payments to an identifier nobody has linked yet", () => {
       ).toBe("failed")
       expect(await usdcOf(api, late.wallet_id, "ethereum")).toBeUndefined()
       expect(await usdcOf(api, payer.wallet_id)).toEqual({ amount: "50.00", reserved: "0.00" })
+
+      // A reservation that lapsed by the time of another command of its ledger is released by that
+      // command, before the sweeper comes (it runs every second): here the void of a payment whose
+      // identifier was linked to its own payer, 20 ms after the first payment's expiry.
+      const lapsing = expectOk(await pay(api, { recipient: "lapse@example.com", amount: "3", token: "USDC" }))
+      await new Promise((resolve) => setTimeout(resolve, 600))
+      const refused = expectOk(await pay(api, { recipient: "self@example.com", amount: "4", token: "USDC" }))
+      const expires_ms = Date.parse(lapsing.expires_at ?? "")
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, expires_ms + 20 - Date.now())))
+      await link(api, payer.wallet_id, "email", "self@example.com")
+      const settledTo = async (transaction_id: string) =>
+        await poll(
+          `${transaction_id} settles`,
+          async () => expectOk(await api.get<TransactionView>(`/api/v1/transactions/${transaction_id}`)),
+          (t) => t.status !== "pending",
+          10_000,
+        )
+      expect((await settledTo(lapsing.transaction_id)).failure?.code).toBe("expired")
+      expect((await settledTo(refused.transaction_id)).failure?.code).toBe("same_wallet")
+      expect(await usdcOf(api, payer.wallet_id)).toEqual({ amount: "50.00", reserved: "0.00" })
+      await quickReceiver.waitFor((r) => r.body.data.transaction_id === lapsing.transaction_id)
     } finally {
       await quick.stop()
       await quickReceiver.close()
