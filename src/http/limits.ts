@@ -35,3 +35,10 @@ export const metadata_keys_max = 50
 
 /** A verification's `documents`: at most this many references. */
 export const verification_documents_max = 20
+
+/** The largest amount of one request, in whole token units. */
+export const amount_whole_units_max = {
+  payment: 1_000_000_000n,
+  transfer: 1_000_000_000n,
+  faucet: 1_000_000n,
+} as const

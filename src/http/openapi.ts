@@ -17,6 +17,7 @@ import { webhookEventTypes } from "../../domain/webhooks/events.ts"
 import { rotation_grace_ms_max } from "../platform/credentials.ts"
 import { url_length_max } from "../webhooks/endpoint-url.ts"
 import {
+  amount_whole_units_max,
   type LengthBounds,
   list_limit_default,
   list_limit_max,
@@ -73,7 +74,7 @@ const errorDescriptions: Readonly<Record<string, string>> = {
     "(`invalid_parameter`, `invalid_json`, `too_many_decimals`, `unknown_token`, `invalid_cursor`...).",
   "401":
     "No valid credentials (`missing_api_key`, `missing_tenant_id`, `invalid_api_key`, `api_key_revoked`, " +
-    "`api_key_expired`); carries `WWW-Authenticate: Bearer`.",
+    "`api_key_expired`, `duplicate_credentials`); carries `WWW-Authenticate: Bearer`.",
   "403":
     "The key lacks the scope or the environment (`insufficient_scope`, `scope_not_held`, `sandbox_only`, " +
     "`tenant_not_verified`).",
@@ -86,8 +87,8 @@ const errorDescriptions: Readonly<Record<string, string>> = {
   "429": "Rate limited (`rate_limited`); `Retry-After` says when to retry.",
   "500": "An internal error; nothing was half-written.",
   "503":
-    "Temporarily unavailable (`database_unavailable`, `ledger_busy`, `chain_unavailable`): retry shortly, " +
-    "with the same `Idempotency-Key` for a write.",
+    "Temporarily unavailable (`database_unavailable`, `ledger_busy`, `read_model_behind`, `chain_unavailable`): " +
+    "retry shortly, with the same `Idempotency-Key` for a write.",
 }
 
 const header = (description: string) => ({ description, schema: { type: "string" } })
@@ -96,19 +97,25 @@ const headers = {
   "X-Request-Id": header(
     "The request's id (a client's own `X-Request-Id` of 8-128 safe characters is echoed).",
   ),
-  "Idempotent-Replayed": header("`true` when the response is the stored answer to an earlier request."),
+  "Idempotent-Replayed": header(
+    "`true` when the response is the stored answer to an earlier request with this `Idempotency-Key` " +
+      "(a stored refusal, such as a 422, included).",
+  ),
   "Retry-After": header(
-    "Seconds to wait before retrying: on every 429, and on a 503 `ledger_busy` or `database_unavailable`.",
+    "Seconds to wait before retrying: on every 429, and on a 503 `ledger_busy`, `database_unavailable` or " +
+      "`read_model_behind`.",
   ),
   "WWW-Authenticate": header('`Bearer realm="api"`.'),
 }
 
 const ref = (name: keyof typeof headers) => ({ $ref: `#/components/headers/${name}` })
 
-const errorResponse = (status: string) => ({
+/** A POST's 422 is stored with its Idempotency-Key (the refused payment is recorded) and replayed. */
+const errorResponse = (status: string, method: string) => ({
   description: errorDescriptions[status] ?? "Error",
   headers: {
     "X-Request-Id": ref("X-Request-Id"),
+    ...(method === "post" && status === "422" ? { "Idempotent-Replayed": ref("Idempotent-Replayed") } : {}),
     ...(status === "429" || status === "503" ? { "Retry-After": ref("Retry-After") } : {}),
     ...(status === "401" ? { "WWW-Authenticate": ref("WWW-Authenticate") } : {}),
   },
@@ -132,7 +139,8 @@ const errorStatusesOf = (
 ): ReadonlyArray<string> => {
   if (healthPaths.has(path)) return []
   const writes = method !== "get"
-  const bodied = method === "post" || method === "patch"
+  // A DELETE takes no body, but one sent is read (and refused when not JSON or too large).
+  const bodied = method === "post" || method === "patch" || method === "delete"
   return [
     "400",
     ...(openPaths.has(path) ? [] : ["401", "403", "404"]),
@@ -158,6 +166,14 @@ const oneOf = (values: ReadonlyArray<string>): Fragment => ({ enum: [...values] 
 const described = (description: string, fragment: Fragment = {}): Fragment => ({ ...fragment, description })
 
 const walletChainList = [...walletChains]
+/** An amount: a JSON number or a decimal string, more than 0 and at most `whole_units_max` units. */
+const amount = (whole_units_max: bigint): Fragment =>
+  described(
+    `More than 0 and at most ${whole_units_max.toLocaleString("en-US")} token units, with no more decimals ` +
+      "than the token has (6; 18 on bsc): a JSON number, or a decimal string without sign, exponent, " +
+      'spaces or a leading or trailing point ("12.50").',
+    { pattern: "^(0|[1-9][0-9]*)(\\.[0-9]+)?$", exclusiveMinimum: 0, maximum: Number(whole_units_max) },
+  )
 const tokenList = [...tokenSymbols]
 const statusList = ["pending", "completed", "failed"]
 const identifier = { minLength: 1, maxLength: identifierLengthMax }
@@ -242,7 +258,7 @@ const operationFields: Readonly<Record<string, OperationFields>> = {
   "wallets.list": {
     query: { ...listQuery, external_id: described("Only the wallets with this external id.") },
   },
-  "sandbox.faucet": { body: { token: oneOf(tokenList) } },
+  "sandbox.faucet": { body: { token: oneOf(tokenList), amount: amount(amount_whole_units_max.faucet) } },
   "sandbox.simulateWebhook": { body: { event_type: oneOf(webhookEventTypes) } },
   "identities.link": {
     body: {
@@ -258,7 +274,11 @@ const operationFields: Readonly<Record<string, OperationFields>> = {
   "payments.pay": {
     body: {
       recipient: described("A phone number, an e-mail address or a handle (see identities).", identifier),
+      amount: amount(amount_whole_units_max.payment),
       token: oneOf(tokenList),
+      chain: described("The chain of the token paid with; the paying wallet's own chain when left out.", {
+        ...oneOf(walletChainList),
+      }),
       note: length(textLengths.note),
       metadata: {
         maxProperties: metadata_keys_max,
@@ -270,7 +290,13 @@ const operationFields: Readonly<Record<string, OperationFields>> = {
   "payments.list": {
     query: { ...listQuery, status: oneOf(statusList), created_gte: rfc3339, created_lt: rfc3339 },
   },
-  "transfers.create": { body: { token: oneOf(tokenList), chain: oneOf(walletChainList) } },
+  "transfers.create": {
+    body: {
+      amount: amount(amount_whole_units_max.transfer),
+      token: oneOf(tokenList),
+      chain: oneOf(walletChainList),
+    },
+  },
   "transfers.list": { query: { ...listQuery, status: oneOf(statusList) } },
   "deposits.list": { query: listQuery },
   "webhooks.create": { body: webhookBody },
@@ -295,6 +321,7 @@ const keywordTypes: Readonly<Record<string, string>> = {
   additionalProperties: "object",
   minimum: "number",
   maximum: "number",
+  exclusiveMinimum: "number",
   multipleOf: "number",
 }
 
@@ -445,20 +472,23 @@ export const documentConventions = <S extends object>(document: S): S => {
     for (const [method, operation] of Object.entries(item)) {
       const responses: Record<string, unknown> = {}
       for (const [status, response] of Object.entries(operation.responses ?? {})) {
+        // The health check's own 503 (its body says what is unhealthy) carries the request id too.
         responses[status] =
-          isObject(response) && status.startsWith("2")
+          isObject(response) && (status.startsWith("2") || healthPaths.has(path))
             ? {
                 ...response,
                 headers: {
                   ...(isObject(response.headers) ? response.headers : {}),
                   "X-Request-Id": ref("X-Request-Id"),
-                  ...(method === "post" ? { "Idempotent-Replayed": ref("Idempotent-Replayed") } : {}),
+                  ...(method === "post" && status.startsWith("2")
+                    ? { "Idempotent-Replayed": ref("Idempotent-Replayed") }
+                    : {}),
                 },
               }
             : response
       }
       for (const status of errorStatusesOf(path, method, operation.operationId)) {
-        responses[status] ??= errorResponse(status)
+        responses[status] ??= errorResponse(status, method)
       }
       operation.responses = responses
       const parameters = [...(operation.parameters ?? [])]

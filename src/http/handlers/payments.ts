@@ -44,13 +44,10 @@ import type { WalletRow } from "../../platform/wallets.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
 import { ApiError, badRequest, CurrentRequestId, errorBody, notFound, unprocessable } from "../errors.ts"
 import { type IdempotencyTicket, idempotent, storedResponse } from "../idempotency.ts"
-import { metadata_keys_max, textLengths } from "../limits.ts"
+import { amount_whole_units_max, metadata_keys_max, textLengths } from "../limits.ts"
 import { db, listCursor, longerThan, parseLimit, parseMoney, respond, tokenOn } from "./common.ts"
 import { ledgerApiError, mapLedgerErrors } from "./ledger-errors.ts"
 import { callerWallet } from "./wallets.ts"
-
-/** Largest single payment, in whole token units. */
-export const payment_whole_units_max = 1_000_000_000n
 
 interface PayPayload {
   readonly recipient: string
@@ -311,7 +308,7 @@ const pay = (payload: PayPayload) =>
       Effect.gen(function* () {
         const { payer, to_wallet_id } = yield* resolveParties(caller, payload.from_wallet, recipient.success)
         const asset = yield* tokenOn(chain ?? payer.chain, payload.token)
-        const amount = yield* parseMoney(payload.amount, asset, payment_whole_units_max)
+        const amount = yield* parseMoney(payload.amount, asset, amount_whole_units_max.payment)
         if (to_wallet_id === payer.wallet_id) {
           return yield* unprocessable(
             "same_wallet",

@@ -37,12 +37,10 @@ import { verifyTransfer } from "../../transfers/verify.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
 import { ApiError, badRequest, CurrentRequestId, notFound, unprocessable } from "../errors.ts"
 import { idempotent, storedResponse } from "../idempotency.ts"
+import { amount_whole_units_max } from "../limits.ts"
 import { db, listCursor, parseLimit, parseMoney, respond, tokenOn } from "./common.ts"
 import { ledgerApiError } from "./ledger-errors.ts"
 import { callerWallet } from "./wallets.ts"
-
-/** Most one transfer sends, in whole token units. */
-export const transfer_whole_units_max = 1_000_000_000n
 
 interface TransferPayload {
   readonly from_wallet: string
@@ -312,7 +310,7 @@ const createTransfer = (payload: TransferPayload) =>
       )
     }
     const asset = yield* tokenOn(chain, payload.token)
-    const amount = yield* parseMoney(payload.amount, asset, transfer_whole_units_max)
+    const amount = yield* parseMoney(payload.amount, asset, amount_whole_units_max.transfer)
     const running = chains.get(caller.environment, chain)
     const contract = running?.contracts.get(asset.symbol as "USDC" | "USDT")
     if (running === undefined || contract === undefined) {

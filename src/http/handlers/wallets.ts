@@ -39,12 +39,9 @@ import { Chains } from "../../ports/chains.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
 import { ApiError, badRequest, CurrentRequestId, notFound } from "../errors.ts"
 import { idempotent, storeAfterwards, storedResponse } from "../idempotency.ts"
-import { textLengths } from "../limits.ts"
+import { amount_whole_units_max, textLengths } from "../limits.ts"
 import { db, listCursor, parseLimit, parseMoney, requireSandbox, respond, text, tokenOn } from "./common.ts"
 import { mapLedgerErrors } from "./ledger-errors.ts"
-
-/** Most test money one faucet request credits, in whole token units. */
-export const faucet_whole_units_max = 1_000_000n
 
 /** The caller's wallet `wallet_id`, or a 404 (also for another tenant's or environment's wallet). */
 export const callerWallet = (caller: Caller, wallet_id: string, param = "wallet_id") =>
@@ -200,7 +197,7 @@ const faucet = (payload: { wallet_id: string; token: string; amount: number | st
     yield* requireSandbox(caller)
     const wallet = yield* callerWallet(caller, payload.wallet_id)
     const asset = yield* tokenOn(wallet.chain, payload.token)
-    const amount = yield* parseMoney(payload.amount, asset, faucet_whole_units_max)
+    const amount = yield* parseMoney(payload.amount, asset, amount_whole_units_max.faucet)
     const ledger = ledgerOf(caller.tenant_id, caller.environment)
     const context = commandContext(caller, request_id)
     const running = (yield* Chains).get(caller.environment, wallet.chain)
