@@ -21,6 +21,11 @@ export interface PlatformConfig {
   readonly reconciliationIntervalMs: number
   /** Between two sweeps for pending payments whose recipient is linked (left by a crash). */
   readonly settlementSweepIntervalMs: number
+  /**
+   * How long the platform waits for one database statement, or for a connection, before it gives
+   * up on the database (the request is answered 503 `database_unavailable`).
+   */
+  readonly databaseQueryTimeoutMs: number
   /** EVM chains the sandbox runs locally (one anvil each); empty: none. */
   readonly sandboxEvmChains: ReadonlyArray<EvmChain>
   /** Whether the sandbox runs its local Solana chain (LiteSVM in this process). */
@@ -152,6 +157,7 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): PlatformConfig
     webhookRetryBaseMs: positiveInteger(env, "WEBHOOK_RETRY_BASE_MS", 30_000, 3_600_000),
     reconciliationIntervalMs: positiveInteger(env, "RECONCILIATION_INTERVAL_SECONDS", 60, 86_400) * 1000,
     settlementSweepIntervalMs: positiveInteger(env, "SETTLEMENT_SWEEP_INTERVAL_SECONDS", 5, 86_400) * 1000,
+    databaseQueryTimeoutMs: positiveInteger(env, "DATABASE_QUERY_TIMEOUT_SECONDS", 30, 3_600) * 1000,
     sandboxEvmChains: sandboxEvmChains(env),
     sandboxSolana: onByDefault(env, "SANDBOX_SOLANA"),
     sandboxTon: onByDefault(env, "SANDBOX_TON"),

@@ -13,6 +13,20 @@ export interface Migration {
 
 /** An arbitrary constant: the advisory lock key that serialises migration runners. */
 const migration_lock_key = 7_201_415_001
+/**
+ * Migrations may run long (an index on a large table), and another process may hold the lock while
+ * it migrates: their statements wait past the platform pool's per-statement deadline.
+ */
+const migration_query_timeout_ms = 24 * 3_600_000
+/** node-postgres reads `query_timeout` from a statement's config too (its types leave it out). */
+const statement = (
+  text: string,
+  values?: ReadonlyArray<unknown>,
+): pg.QueryConfig & { readonly query_timeout: number } => ({
+  text,
+  ...(values === undefined ? {} : { values: [...values] }),
+  query_timeout: migration_query_timeout_ms,
+})
 
 export const runMigrations = async (
   pool: pg.Pool,
@@ -23,37 +37,39 @@ export const runMigrations = async (
   const client = await pool.connect()
   const applied: number[] = []
   try {
-    await client.query("select pg_advisory_lock($1)", [migration_lock_key])
+    await client.query(statement("select pg_advisory_lock($1)", [migration_lock_key]))
     try {
       await client.query(
-        `create table if not exists schema_migrations (
+        statement(`create table if not exists schema_migrations (
            version integer primary key,
            name text not null,
-           applied_at timestamptz not null default now())`,
+           applied_at timestamptz not null default now())`),
       )
       const done = new Set(
-        (await client.query<{ version: number }>("select version from schema_migrations")).rows.map(
-          (r) => r.version,
-        ),
+        (
+          await client.query<{ version: number }>(statement("select version from schema_migrations"))
+        ).rows.map((r) => r.version),
       )
       for (const migration of [...migrations].sort((a, b) => a.version - b.version)) {
         if (done.has(migration.version)) continue
-        await client.query("begin")
+        await client.query(statement("begin"))
         try {
-          await client.query(migration.sql)
-          await client.query("insert into schema_migrations (version, name) values ($1, $2)", [
-            migration.version,
-            migration.name,
-          ])
-          await client.query("commit")
+          await client.query(statement(migration.sql))
+          await client.query(
+            statement("insert into schema_migrations (version, name) values ($1, $2)", [
+              migration.version,
+              migration.name,
+            ]),
+          )
+          await client.query(statement("commit"))
         } catch (error) {
-          await client.query("rollback")
+          await client.query(statement("rollback"))
           throw error
         }
         applied.push(migration.version)
       }
     } finally {
-      await client.query("select pg_advisory_unlock($1)", [migration_lock_key])
+      await client.query(statement("select pg_advisory_unlock($1)", [migration_lock_key]))
     }
   } finally {
     client.release()

@@ -66,8 +66,16 @@ export const openDatabase = async (
   const pool = new pg.Pool({
     connectionString: url,
     max: options.poolSize ?? 20,
-    // A tool gives up on a server that takes the connection but never answers, instead of hanging.
-    ...(options.existing === true ? { connectionTimeoutMillis: tool_connect_timeout_ms } : {}),
+    // A tool gives up on a server that takes the connection but never answers, instead of hanging;
+    // so does the platform, on a statement or a connection that waits past its deadline (a frozen
+    // server, a partition that leaves TCP up): the request is answered 503 instead of held. Tools
+    // run statements as long as an export or a rebuild takes.
+    ...(options.existing === true
+      ? { connectionTimeoutMillis: tool_connect_timeout_ms }
+      : {
+          connectionTimeoutMillis: config.databaseQueryTimeoutMs,
+          query_timeout: config.databaseQueryTimeoutMs,
+        }),
   })
   // An idle client that loses its connection emits 'error'; without a listener Node would crash.
   pool.on("error", (error) => options.log?.(`idle database client error: ${error.message}`))

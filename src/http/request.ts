@@ -238,7 +238,11 @@ const databaseUnreachable = (error: unknown, depth = 0): string | undefined => {
   const code = (error as { readonly code?: unknown }).code
   if (
     (typeof code === "string" && (connection_errnos.has(code) || isConnectionSqlState(code))) ||
-    /Connection terminated|not queryable|Client was closed/.test(error.message)
+    // node-postgres's own deadlines: a statement or a connection that waited past
+    // DATABASE_QUERY_TIMEOUT_SECONDS (a server that stopped answering).
+    /Connection terminated|not queryable|Client was closed|Query read timeout|timeout exceeded when trying to connect/.test(
+      error.message,
+    )
   ) {
     return error.message
   }

@@ -18,8 +18,14 @@ const root = path.join(import.meta.dirname, "../..")
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "platform-e2e-"))
 afterAll(() => fs.rmSync(dataDir, { recursive: true, force: true }))
 
-const startPlatform = async (port: number): Promise<ChildProcess> => {
-  const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: "info" }
+const startPlatform = async (port: number, extra: NodeJS.ProcessEnv = {}): Promise<ChildProcess> => {
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    DATA_DIR: dataDir,
+    PORT: String(port),
+    LOG_LEVEL: "info",
+    ...extra,
+  }
   delete env.DATABASE_URL
   // Exactly the README's command, so that a SIGTERM goes to npm as a process manager's would.
   const child = spawn("npm", ["start", "--silent"], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] })
@@ -162,14 +168,40 @@ describe("npm start", () => {
     expect(await stopPlatform(again)).toBe(0)
   }, 120_000)
 
-  it("answers health 503 with the database's failure while its database does not answer, 200 again after", async () => {
+  it("answers health and every request 503 while its database does not answer, and serves again after", async () => {
     const port = await freePort()
-    const child = await startPlatform(port)
+    // Statements and connections give up on the database after 2 s (30 s by default).
+    const child = await startPlatform(port, { DATABASE_QUERY_TIMEOUT_SECONDS: "2" })
+    const base = `http://127.0.0.1:${port}`
     const health = async () => {
-      const response = await fetch(`http://127.0.0.1:${port}/health`)
+      const response = await fetch(`${base}/health`)
       return { status: response.status, body: (await response.json()) as Record<string, unknown> }
     }
     expect(await health()).toEqual({ status: 200, body: { status: "healthy" } })
+    const registered = await fetch(`${base}/api/tenant/register`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        email: `frozen-${Date.now()}@example.com`,
+        password: "correct horse battery",
+        company_name: "Frozen Co",
+        plan: "basic",
+      }),
+    })
+    expect(registered.status).toBe(201)
+    const { tenant_id, api_key } = (await registered.json()) as { tenant_id: string; api_key: string }
+    const call = (method: string, route: string, body?: object) =>
+      fetch(`${base}${route}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${api_key}`,
+          "x-tenant-id": tenant_id,
+          ...(body === undefined ? {} : { "content-type": "application/json" }),
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      })
+    const wallet = { external_id: "frozen", label: "Frozen", chain: "ethereum" }
+    expect((await call("POST", "/api/v1/wallets", wallet)).status).toBe(201)
     // Every process of the embedded server stopped: connections stay open, nothing answers.
     const postmaster = Number(
       fs.readFileSync(path.join(dataDir, "pg", "postmaster.pid"), "utf8").split("\n")[0],
@@ -184,6 +216,16 @@ describe("npm start", () => {
       const down = await health()
       expect(down.status).toBe(503)
       expect(down.body).toEqual({ status: "unhealthy", database: "no answer within 2000 ms" })
+      // A read and a write that need it are answered too, a retryable 503, instead of held.
+      for (const [method, route, body] of [
+        ["GET", "/api/v1/wallets", undefined],
+        ["POST", "/api/v1/wallets", { ...wallet, external_id: "frozen-2" }],
+      ] as const) {
+        const answer = await call(method, route, body)
+        expect(answer.status, `${method} ${route}`).toBe(503)
+        expect(answer.headers.get("retry-after")).toBe("1")
+        expect(((await answer.json()) as { error: { code: string } }).error.code).toBe("database_unavailable")
+      }
     } finally {
       for (const pid of processes) process.kill(pid, "SIGCONT")
     }
@@ -193,6 +235,12 @@ describe("npm start", () => {
       up = await health()
     }
     expect(up).toEqual({ status: 200, body: { status: "healthy" } })
+    let listed = await call("GET", "/api/v1/wallets")
+    for (let tries = 0; listed.status !== 200 && tries < 100; tries++) {
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      listed = await call("GET", "/api/v1/wallets")
+    }
+    expect(listed.status).toBe(200)
     expect(await stopPlatform(child)).toBe(0)
   }, 180_000)
 })
