@@ -47,7 +47,8 @@ const trunkPrefix = /^((?:\+|00)[1-9][0-9]{0,2})[\s.\-\u2010-\u2015\u2212]*\(\s*
  * A phone number in E.164: `+`, a country code and subscriber number, 7 to 15 digits in all.
  * Spaces, dots, dashes (also typographic ones) and parentheses are dropped; a leading `00` is read as `+`; a trunk prefix
  * written `(0)` right after the country code ("+44 (0)20 7946 0958") is dropped with its parentheses,
- * as it is dialled only from inside the country (a `(0)` anywhere else is a digit of the number). A number without its country code is refused:
+ * as it is dialled only from inside the country (a `(0)` anywhere else is a digit of the number). A
+ * number without its country code is refused:
  * guessing the country would pay the wrong person.
  * @example normalisePhone("+1 (415) 555-0100") // Result.succeed("+14155550100")
  * @example normalisePhone("+44 (0)20 7946 0958") // Result.succeed("+442079460958")

@@ -264,6 +264,17 @@ const notVerified = () =>
     "Production credentials require a verified tenant; submit verification at POST /api/v1/tenant/verification.",
   )
 
+/**
+ * A production key is made or rotated only while its tenant is verified. Checked inside
+ * `idempotent`: the tenant's state as it is now counts for a new request only, a retry is its answer.
+ */
+const verifiedFor = (tenant_id: string, environment: string | undefined) =>
+  environment === "production"
+    ? Effect.flatMap(loadTenant(tenant_id), (tenant) =>
+        tenant.kyc_status === "verified" ? Effect.void : notVerified(),
+      )
+    : Effect.void
+
 /** A key grants only scopes it holds itself: a limited key cannot mint (or rotate into) a stronger one. */
 const scopesNotHeld = (caller: Caller, scopes: ReadonlyArray<ApiScope>, what: string) => {
   const missing = scopes.filter((scope) => !caller.scopes.includes(scope))
@@ -340,15 +351,9 @@ const createKey = (payload: {
       "keys.create",
       request,
       (ticket) =>
-        Effect.gen(function* () {
-          // The tenant's state as it is now counts for a new request only: a retry is its answer.
-          if (
-            environment === "production" &&
-            (yield* loadTenant(caller.tenant_id)).kyc_status !== "verified"
-          ) {
-            return yield* notVerified()
-          }
-          return yield* db(() =>
+        Effect.andThen(
+          verifiedFor(caller.tenant_id, environment),
+          db(() =>
             inTransaction(pool, async (client) => {
               await client.query(
                 "insert into platform.tenant_environments (tenant_id, environment) values ($1, $2) on conflict do nothing",
@@ -363,8 +368,8 @@ const createKey = (payload: {
               if (ticket !== undefined) await storeResponses(client, [storedResponse(ticket, 201, key)])
               return key
             }),
-          )
-        }),
+          ),
+        ),
       sealer,
     )
   })
@@ -431,27 +436,20 @@ const rotateKey = (key_id: string, payload: { grace_period_seconds?: number | un
       `keys.rotate.${key_id}`,
       payload,
       (ticket) =>
-        Effect.flatMap(
-          // The tenant's state as it is now counts for a new request only: a retry is its answer.
-          target?.environment === "production"
-            ? Effect.flatMap(loadTenant(caller.tenant_id), (tenant) =>
-                tenant.kyc_status === "verified" ? Effect.void : notVerified(),
-              )
-            : Effect.void,
-          () =>
-            Effect.flatMap(
-              db(() =>
-                inTransaction(platform.pool, async (client) => {
-                  const outcome = await rotateStoredKey(client, caller.tenant_id, key_id, grace_ms)
-                  if (outcome.kind !== "rotated") return outcome
-                  const body = { new_key: outcome.new_key, old_key: outcome.old_key }
-                  if (ticket !== undefined) await storeResponses(client, [storedResponse(ticket, 200, body)])
-                  return body
-                }),
-              ),
-              (answer) =>
-                "kind" in answer ? Effect.fail(rotationRefused(key_id, answer)) : Effect.succeed(answer),
+        Effect.flatMap(verifiedFor(caller.tenant_id, target?.environment), () =>
+          Effect.flatMap(
+            db(() =>
+              inTransaction(platform.pool, async (client) => {
+                const outcome = await rotateStoredKey(client, caller.tenant_id, key_id, grace_ms)
+                if (outcome.kind !== "rotated") return outcome
+                const body = { new_key: outcome.new_key, old_key: outcome.old_key }
+                if (ticket !== undefined) await storeResponses(client, [storedResponse(ticket, 200, body)])
+                return body
+              }),
             ),
+            (answer) =>
+              "kind" in answer ? Effect.fail(rotationRefused(key_id, answer)) : Effect.succeed(answer),
+          ),
         ),
       sealer,
     )
