@@ -276,9 +276,10 @@ const operationFields: Readonly<Record<string, OperationFields>> = {
       recipient: described("A phone number, an e-mail address or a handle (see identities).", identifier),
       amount: amount(amount_whole_units_max.payment),
       token: oneOf(tokenList),
-      chain: described("The chain of the token paid with; the paying wallet's own chain when left out.", {
-        ...oneOf(walletChainList),
-      }),
+      chain: described(
+        "The chain of the token paid with; the paying wallet's own chain when left out.",
+        oneOf(walletChainList),
+      ),
       note: length(textLengths.note),
       metadata: {
         maxProperties: metadata_keys_max,

@@ -973,24 +973,14 @@ describe("a retry with its Idempotency-Key", () => {
     )
     await fund(api, payer.wallet_id, "10")
     const payment = { token: "USDC", from_wallet: payer.wallet_id, metadata: { order: "b-1" } }
-    await twice(
-      "/api/social-payments/pay",
-      { ...payment, recipient: "bytes@example.com", amount: "1" },
-      "paid",
-      200,
-    )
-    await twice(
-      "/api/social-payments/pay",
-      { ...payment, recipient: "nobody@example.com", amount: "1" },
-      "waits",
-      200,
-    )
-    await twice(
-      "/api/social-payments/pay",
-      { ...payment, recipient: "bytes@example.com", amount: "100" },
-      "short",
-      422,
-    )
+    // Completed, pending and refused (422) payments.
+    for (const [name, recipient, amount, status] of [
+      ["paid", "bytes@example.com", "1", 200],
+      ["waits", "nobody@example.com", "1", 200],
+      ["short", "bytes@example.com", "100", 422],
+    ] as const) {
+      await twice("/api/social-payments/pay", { ...payment, recipient, amount }, name, status)
+    }
     await twice(
       "/api/v1/sandbox/webhooks/simulate",
       { event_type: "wallet.created", webhook_id: hook.webhook_id },
