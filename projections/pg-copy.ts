@@ -31,6 +31,13 @@ class CopyFromText implements pg.Submittable {
   #resolve: (row_count: number) => void = () => {}
   #reject: (error: unknown) => void = () => {}
   #row_count = 0
+  #settled = false
+  /**
+   * Set by the client when it arms a statement deadline (`query_timeout`): its wrapper clears the
+   * deadline's timer. Called once when the COPY settles; left uncalled, the timer would hold this
+   * COPY and its payload until the deadline, then fire on a finished statement.
+   */
+  callback: ((error: Error | null) => void) | undefined = undefined
 
   constructor(text: string, payload: string) {
     this.text = text
@@ -66,11 +73,19 @@ class CopyFromText implements pg.Submittable {
 
   /** The client forgets an errored query before the server's ReadyForQuery: settle now. */
   handleError(error: unknown): void {
+    this.#settle(error instanceof Error ? error : new Error(String(error)))
     this.#reject(error)
   }
 
   handleReadyForQuery(): void {
+    this.#settle(null)
     this.#resolve(this.#row_count)
+  }
+
+  #settle(error: Error | null): void {
+    if (this.#settled) return
+    this.#settled = true
+    this.callback?.(error)
   }
 
   handleRowDescription(): void {}
