@@ -39,7 +39,7 @@ import { makeKeyAuthenticator } from "./platform/credentials.ts"
 import { makeResponseSealer } from "./platform/idempotency.ts"
 import type { EnqueueEvents } from "./platform/outbox.ts"
 import { makePartyResolver } from "./platform/parties.ts"
-import { ledgerHook } from "./platform/payments.ts"
+import { failStrandedPayments, ledgerHook } from "./platform/payments.ts"
 import { makeRateLimiter } from "./platform/rate-limit.ts"
 import { Platform } from "./platform/service.ts"
 import { findSettleable, settleWaitingPayments } from "./platform/settlement.ts"
@@ -480,11 +480,25 @@ const PlatformLive = Layer.effect(
   }),
 )
 
-/** Completes payments whose recipient got linked while nobody was settling (a crash). */
+/**
+ * Completes payments whose recipient got linked while nobody was settling (a crash), and fails the
+ * pending payments whose reservation the ledger already released (see `failStrandedPayments`).
+ */
 const SettlementSweeperLive = Layer.effectDiscard(
   Effect.gen(function* () {
     const { pool, writer } = yield* Platform
+    const repair = Effect.gen(function* () {
+      const stranded = yield* Effect.promise(() => failStrandedPayments(pool, enqueueOutbox))
+      if (stranded.length > 0) {
+        yield* Effect.logWarning("failed pending payments whose reservation was already released", {
+          transaction_ids: stranded.map((row) => row.transaction_id),
+        })
+      }
+    }).pipe(
+      Effect.catchCause((cause) => Effect.logWarning("stranded payment repair failed", Cause.pretty(cause))),
+    )
     const sweep = Effect.gen(function* () {
+      yield* repair
       const waiting = yield* Effect.promise(() => findSettleable(pool))
       yield* Effect.forEach(
         waiting,

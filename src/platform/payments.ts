@@ -14,6 +14,7 @@
  * inside the ledger append's transaction: they commit with the money or not at all.
  */
 import type pg from "pg"
+import { inTransaction } from "../db/transaction.ts"
 import { type AppendedCommand, sentAll, type TransactionHook } from "../ledger/writer.ts"
 import { type StoredResponse, storeResponses } from "./idempotency.ts"
 import type { EnqueueEvents, OutboxEvent } from "./outbox.ts"
@@ -139,22 +140,61 @@ const completeSettled = (client: pg.PoolClient, settlements: Collected["settleme
     "to_wallet_id text, completed_at timestamptz",
   )
 
+const expired_message =
+  "The recipient did not link the identifier before the payment expired; the funds were released."
+
 const failReleased = async (client: pg.PoolClient, released: Collected["released"]) => {
   const failed: Array<PaymentRow> = []
   for (const [key, ids] of released) {
     const [tenant_id, environment] = key.split("|")
     const updated = await client.query(
       `update platform.payments
-          set status = 'failed', failure_code = 'expired', failed_at = now(),
-              failure_message = 'The recipient did not link the identifier before the payment expired; the funds were released.'
+          set status = 'failed', failure_code = 'expired', failed_at = now(), failure_message = $4
         where tenant_id = $1 and environment = $2 and transaction_id = any($3::text[]) and status = 'pending'
         returning *`,
-      [tenant_id, environment, ids],
+      [tenant_id, environment, ids, expired_message],
     )
     failed.push(...updated.rows.map(fromDb))
   }
   return failed
 }
+
+/** Stranded payments failed per call at most; the rest wait for the next sweep. */
+const stranded_batch_count_max = 100
+
+/**
+ * Fails as `expired`, with their `payment.failed` events, the payments still pending after their
+ * expiry whose reservation the ledger has already released (its transfer voided or expired in the
+ * read model).
+ * `ledgerHook` fails them in the release's own transaction, so none should exist; this repairs the
+ * ones an earlier version left behind (before ed20f29, a reservation that lapsed in the same command
+ * as a `same_wallet` refusal was released but its payment stayed pending) and any gap like it. The
+ * read model shows a release only after the transaction that made it committed, and a payment no
+ * longer pending is left as it is, so a sweep in several processes fails each payment once.
+ * Returns the payments it failed.
+ */
+export const failStrandedPayments = (pool: pg.Pool, enqueue: EnqueueEvents): Promise<Array<PaymentRow>> =>
+  inTransaction(pool, async (client) => {
+    // The ledger's stream id is ledgerStreamId's `ledger-<tenant>-<environment>`.
+    const updated = await client.query(
+      `update platform.payments p
+          set status = 'failed', failure_code = 'expired', failed_at = now(), failure_message = $2
+        where p.status = 'pending' and (p.tenant_id, p.environment, p.transaction_id) in (
+          select w.tenant_id, w.environment, w.transaction_id
+            from platform.payments w
+           where w.status = 'pending' and w.expires_at <= now()
+             and exists (
+               select 1 from read_model.ledger_transfers t
+                where t.stream_id = 'ledger-' || w.tenant_id || '-' || w.environment
+                  and t.transfer_id = w.transaction_id and t.status in ('voided', 'expired'))
+           limit $1)
+        returning p.*`,
+      [stranded_batch_count_max, expired_message],
+    )
+    const failed = updated.rows.map(fromDb)
+    if (failed.length > 0) await enqueue(client, failed.map(paymentEvent))
+    return failed
+  })
 
 const failRefused = (client: pg.PoolClient, refusals: Collected["refusals"]) =>
   updatePending(

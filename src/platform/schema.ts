@@ -148,4 +148,11 @@ alter table platform.idempotency_keys alter column response_body type json using
     // An on-chain transfer's destination is looked up among the platform's custody addresses.
     sql: `create index wallets_address on platform.wallets (lower(address));`,
   },
+  {
+    version: 303,
+    name: "pending payments found by expiry",
+    // The settlement sweep looks for pending payments past their expiry whose reservation the
+    // ledger released (failStrandedPayments): normally none, found without reading every pending one.
+    sql: `create index payments_pending_expiry on platform.payments (expires_at) where status = 'pending';`,
+  },
 ]

@@ -620,16 +620,31 @@ describe("payments to an identifier nobody has linked yet", () => {
     expect(direct.status).toBe(422)
   })
 
-  it("releases the reservation exactly when the payment expires unlinked: failed with code expired, and payment.failed", async () => {
-    // A platform whose pending payments lapse after one second; the expiry sweeper runs every second.
-    const quick = await startPlatform({ PAYMENT_PENDING_EXPIRY_SECONDS: "1" })
-    const quickReceiver = await startWebhookReceiver(secret)
+  /**
+   * Runs `work` on a platform of its own whose pending payments lapse after one second (its expiry
+   * sweeper runs every second), as a tenant whose payment.failed events go to `receiver`.
+   */
+  const withLapsingPayments = async (
+    env: Readonly<Record<string, string>>,
+    work: (api: ApiClient, receiver: WebhookReceiver, platform: RunningPlatform) => Promise<void>,
+  ) => {
+    const quick = await startPlatform({ PAYMENT_PENDING_EXPIRY_SECONDS: "1", ...env })
+    const receiver = await startWebhookReceiver(secret)
     try {
       const { client: api } = await registerTenant(quick.url)
       expectOk(
-        await api.post("/api/v1/webhooks", { url: quickReceiver.url, events: ["payment.failed"], secret }),
+        await api.post("/api/v1/webhooks", { url: receiver.url, events: ["payment.failed"], secret }),
         201,
       )
+      await work(api, receiver, quick)
+    } finally {
+      await quick.stop()
+      await receiver.close()
+    }
+  }
+
+  it("releases the reservation exactly when the payment expires unlinked: failed with code expired, and payment.failed", async () => {
+    await withLapsingPayments({}, async (api, quickReceiver) => {
       const payer = await createWallet(api, "ethereum", "expiring-payer")
       await fund(api, payer.wallet_id, "50")
       const pending = expectOk(
@@ -685,11 +700,55 @@ describe("payments to an identifier nobody has linked yet", () => {
       expect((await settledTo(refused.transaction_id)).failure?.code).toBe("same_wallet")
       expect(await usdcOf(api, payer.wallet_id)).toEqual({ amount: "50.00", reserved: "0.00" })
       await quickReceiver.waitFor((r) => r.body.data.transaction_id === lapsing.transaction_id)
-    } finally {
-      await quick.stop()
-      await quickReceiver.close()
-    }
+    })
   }, 180_000)
+
+  it("fails as expired, with one more payment.failed, a payment left pending after the ledger released its reservation (as an earlier version could), and moves no money", async () => {
+    // The settlement sweep runs every second too.
+    await withLapsingPayments(
+      { SETTLEMENT_SWEEP_INTERVAL_SECONDS: "1" },
+      async (api, quickReceiver, quick) => {
+        const payer = await createWallet(api, "ethereum", "stranded-payer")
+        await fund(api, payer.wallet_id, "20")
+        const pending = expectOk(
+          await pay(api, { recipient: "stranded@example.com", amount: "5", token: "USDC" }),
+        )
+        const transactionOf = async () =>
+          expectOk(await api.get<TransactionView>(`/api/v1/transactions/${pending.transaction_id}`))
+        await poll("the payment expires", transactionOf, (t) => t.status === "failed")
+        const about = (r: ReceivedWebhook) => r.body.data.transaction_id === pending.transaction_id
+        await quickReceiver.waitFor(about)
+
+        // The state a payment was left in before ed20f29: its reservation released by the ledger, the
+        // payment itself still pending, no payment.failed sent for it.
+        const reverted = await quick.database.pool.query(
+          `update platform.payments set status = 'pending', failure_code = null, failure_message = null, failed_at = null
+          where transaction_id = $1 and status = 'failed'`,
+          [pending.transaction_id],
+        )
+        expect(reverted.rowCount).toBe(1)
+
+        const repaired = await poll("the sweep fails it", transactionOf, (t) => t.status === "failed", 15_000)
+        expect(repaired.failure?.code).toBe("expired")
+        const announced = await poll(
+          "a second payment.failed",
+          async () => quickReceiver.received.filter(about),
+          (deliveries) => deliveries.length === 2,
+          15_000,
+        )
+        expect(announced[1]?.status).toBe(200)
+        expect(announced[1]?.body.event_type).toBe("payment.failed")
+        expect(announced[1]?.body.data).toEqual(repaired)
+        expect(announced[1]?.body.id).not.toBe(announced[0]?.body.id)
+        // The money had been released once; the repair moved none.
+        expect(await usdcOf(api, payer.wallet_id)).toEqual({ amount: "20.00", reserved: "0.00" })
+        // Later sweeps find nothing more to do: still two events, the payment unchanged.
+        await new Promise((resolve) => setTimeout(resolve, 2_500))
+        expect(quickReceiver.received.filter(about)).toHaveLength(2)
+        expect(await transactionOf()).toEqual(repaired)
+      },
+    )
+  }, 120_000)
 })
 
 describe("input at the edge of every limit", () => {
