@@ -146,9 +146,18 @@ const unchanged = (row: Existing, sighting: Sighting) =>
   row.status === "seen" && row.block_hash === sighting.block_hash && sameTransfer(row, sighting)
 
 /**
+ * Whether all transfers of one transaction sit in one block, so that a transaction seen in another
+ * block was re-included there. Not on TON: the transfers of one wallet message (an exchange's
+ * batched payouts) land in several transactions, each its own `block_hash`, in blocks never
+ * reorganised (see the TON adapter).
+ */
+const oneBlockPerTransaction = (sighting: Sighting) => sighting.asset.chain !== "ton"
+
+/**
  * Matches one scan's sightings against the rows already held for their transactions. A credited row
  * is final and never touched; a sighting at a credited row's place, or of a transaction credited in
- * another block (a reorg deeper than finality, outside the model), is ignored.
+ * another block (a reorg deeper than finality, outside the model; not on TON, where a message's
+ * transfers each have a block of their own), is ignored.
  *
  * 1. A sighting at a place (tx_hash, log_index) a row holds updates that row (block, and content if
  *    the re-executed transaction differs): one place, one row.
@@ -179,7 +188,8 @@ export function planSightings(
   const pending: Array<Sighting> = []
   for (const [place, sighting] of unique) {
     const credited = creditedBlock.get(sighting.tx_hash.toLowerCase())
-    if (credited !== undefined && credited !== sighting.block_hash) continue
+    if (credited !== undefined && credited !== sighting.block_hash && oneBlockPerTransaction(sighting))
+      continue
     const row = rowsByPlace.get(place)
     if (row === undefined) {
       pending.push(sighting)

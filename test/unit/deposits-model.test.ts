@@ -15,6 +15,7 @@ import type { InclusionProof, TransactionStatus } from "../../src/ports/chain.ts
 import { sampleEventData } from "../../src/webhooks/simulate.ts"
 
 const asset = { code: "USDC@ethereum", symbol: "USDC", chain: "ethereum", decimals: 6 }
+const tonAsset = { code: "USDT@ton", symbol: "USDT", chain: "ton", decimals: 6 }
 const tx = "0xaaaa"
 
 const sighting = (log_index: number, block_hash: string, extra: Partial<Sighting> = {}): Sighting => ({
@@ -110,6 +111,20 @@ describe("planSightings", () => {
       sightings: [sighting(4, "0xb9")],
       existing: [row("dep_1", 0, "0xb1", "credited")],
       expected: { updates: [], inserts: [] },
+    },
+    {
+      name: "on TON, a later payout of a wallet message whose first payout is credited is new (each lands in its own transaction)",
+      sightings: [
+        sighting(1, "0xt2", { asset: tonAsset, wallet_id: "wal_b", to_address: "0xB", amount: 220n }),
+      ],
+      existing: [row("dep_1", 0, "0xt1", "credited")],
+      expected: { updates: [], inserts: [[1, "0xt2"]] },
+    },
+    {
+      name: "on TON, the same later payout with the same content as the credited one is new too",
+      sightings: [sighting(1, "0xt2", { asset: tonAsset })],
+      existing: [row("dep_1", 0, "0xt1", "credited")],
+      expected: { updates: [], inserts: [[1, "0xt2"]] },
     },
     {
       name: "a second transfer of a credited transaction (a wallet added later) is new",
