@@ -672,6 +672,19 @@ const tenantCases: ReadonlyArray<Case> = (() => {
       { ...v, documents: [""] },
       refused(400, "invalid_documents", "documents"),
     ),
+    ...(
+      [
+        ["a blank document reference", "   "],
+        ["a document reference of two lines", "doc\nline2"],
+        ["a document reference with a bidirectional override", "\u202edoc"],
+      ] as const
+    ).map(([name, reference]) =>
+      verify(
+        name ?? "",
+        { ...v, documents: ["passport-1", reference] },
+        refused(400, "invalid_documents", "documents"),
+      ),
+    ),
     verify(
       "21 documents",
       { ...v, documents: Array.from({ length: 21 }, (_, i) => `doc-${i}`) },

@@ -220,7 +220,7 @@ export const text = (value: string, param: string, bounds: LengthBounds): Effect
 }
 
 /** Control characters (C0, DEL, C1) and the bidirectional embedding, override and isolate marks. */
-const unprintable = /[\p{Cc}\u202A-\u202E\u2066-\u2069]/u
+export const unprintable = /[\p{Cc}\u202A-\u202E\u2066-\u2069]/u
 
 /** Answers a handler's `ApiError` with its error response (handlers declare no error schemas). */
 export const respond = <A, R>(

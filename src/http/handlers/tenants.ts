@@ -43,6 +43,7 @@ import {
   parseLimit,
   respond,
   text,
+  unprintable,
 } from "./common.ts"
 
 /** Registrations per second from one client address (burst twice that). */
@@ -203,15 +204,17 @@ const submitVerification = (payload: {
         )
       }
     }
-    const documents = payload.documents ?? []
+    // Document references are text like the names: trimmed, one printable line each. A blank or
+    // unprintable one is no document, and documents raise the KYC level.
+    const documents = (payload.documents ?? []).map((d) => d.trim())
     const { min, max } = textLengths.verification_document
     if (
       documents.length > verification_documents_max ||
-      documents.some((d) => d.length < min || longerThan(d, max))
+      documents.some((d) => d.length < min || longerThan(d, max) || unprintable.test(d))
     ) {
       return yield* badRequest(
         "invalid_documents",
-        `documents: at most ${verification_documents_max} references of ${min}-${max} characters.`,
+        `documents: at most ${verification_documents_max} references, each one line of ${min}-${max} printable characters (no control characters or bidirectional overrides).`,
         "documents",
       )
     }
