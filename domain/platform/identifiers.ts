@@ -119,10 +119,25 @@ export function normaliseEmail(input: string): Result.Result<string, InvalidIden
   ) {
     return fail("the domain is not valid")
   }
-  const address = `${local}@${domain}`.toLowerCase()
+  const address = foldCase(`${local}@${domain}`.toLowerCase())
   if (address.length > identifierLengthMax) return fail("not an e-mail address")
   return Result.succeed(address)
 }
+
+/**
+ * The lower-case letters whose simple case folding (Unicode's CaseFolding.txt, statuses C and S) is
+ * another letter, each with that letter, as two strings of the same length: after `toLowerCase`,
+ * replacing these makes two spellings equal exactly when they are equal ignoring case. Without it
+ * "σας" (a final sigma, what "ΣΑΣ" lower-cases to) and "σασ", or the micro sign and the Greek mu,
+ * would be different addresses. Migration 304 folds the addresses stored before.
+ */
+export const case_fold_from = "\u00b5\u017f\u0345\u03c2\u03d0\u03d1\u03d5\u03d6\u03f0\u03f1\u03f5\u1e9b\u1fbe"
+export const case_fold_to = "\u03bc\u0073\u03b9\u03c3\u03b2\u03b8\u03c6\u03c0\u03ba\u03c1\u03b5\u1e61\u03b9"
+const caseFolds = new Map([...case_fold_from].map((from, i) => [from, case_fold_to[i] ?? from]))
+const foldable = new RegExp(`[${case_fold_from}]`, "gu")
+
+/** `text` (lower-cased already) with every letter of `case_fold_from` replaced by its fold. */
+const foldCase = (text: string): string => text.replace(foldable, (c) => caseFolds.get(c) ?? c)
 
 /**
  * What each network allows as a user name, so that a handle no one can hold (which would keep a

@@ -155,4 +155,38 @@ alter table platform.idempotency_keys alter column response_body type json using
     // ledger released (failStrandedPayments): normally none, found without reading every pending one.
     sql: `create index payments_pending_expiry on platform.payments (expires_at) where status = 'pending';`,
   },
+  {
+    version: 304,
+    name: "e-mail addresses case-folded",
+    // normaliseEmail now folds what toLowerCase leaves apart (a final sigma and a sigma, the micro
+    // sign and mu...: case_fold_from and case_fold_to in domain/platform/identifiers.ts). Addresses
+    // stored before are folded likewise, each row on its own: one whose folded form another row
+    // already holds (two tenants or two linked identities that should have been one) keeps its
+    // spelling rather than fail the migration.
+    sql: `
+do $$
+declare
+  fold_from constant text := E'\\u00b5\\u017f\\u0345\\u03c2\\u03d0\\u03d1\\u03d5\\u03d6\\u03f0\\u03f1\\u03f5\\u1e9b\\u1fbe';
+  fold_to constant text := E'\\u03bc\\u0073\\u03b9\\u03c3\\u03b2\\u03b8\\u03c6\\u03c0\\u03ba\\u03c1\\u03b5\\u1e61\\u03b9';
+  r record;
+begin
+  for r in select tenant_id, email from platform.tenants where email <> translate(email, fold_from, fold_to) loop
+    begin
+      update platform.tenants set email = translate(r.email, fold_from, fold_to) where tenant_id = r.tenant_id;
+    exception when unique_violation then null;
+    end;
+  end loop;
+  for r in select identity_id, value from platform.identities
+            where kind = 'email' and value <> translate(value, fold_from, fold_to) loop
+    begin
+      update platform.identities set value = translate(r.value, fold_from, fold_to) where identity_id = r.identity_id;
+    exception when unique_violation then null;
+    end;
+  end loop;
+  update platform.payments set recipient = translate(recipient, fold_from, fold_to)
+   where recipient_kind = 'email' and recipient <> translate(recipient, fold_from, fold_to);
+end
+$$;
+`,
+  },
 ]

@@ -66,8 +66,33 @@ describe("normaliseIdentifier", () => {
     ["josé@example.com", "josé@example.com"],
     // The same é written as e + a combining accent is the same address.
     ["jose\u0301@example.com", "josé@example.com"],
+    // Case-folded, not only lower-cased: "ΣΑΣ" lower-cases to "σας" (a final sigma), the micro sign
+    // and the long s have no upper case of their own.
+    ["ΣΑΣ@uni.example", "σασ@uni.example"],
+    ["σας@uni.example", "σασ@uni.example"],
+    ["\u00b5ail@uni.example", "\u03bcail@uni.example"],
+    ["\u039cAIL@uni.example", "\u03bcail@uni.example"],
+    ["\u017fam@uni.example", "sam@uni.example"],
   ])("e-mail %s is %s", (input, expected) => {
     expect(ok("email", input)).toBe(expected)
+  })
+
+  it("treats two e-mail addresses alike exactly when they are equal ignoring case (upper-cased alike)", () => {
+    // Letters whose upper case is one letter, so that upper-casing is an oracle (not ß, whose upper
+    // case is "SS" while its simple case folding is itself).
+    const letters = [..."aAsSſµΜμσςΣθϑΘβϐΒκϰΚρϱΡεϵΕπϖΠφϕΦιΙ\u1fbe\u1e9b\u1e60\u1e61"]
+    fc.assert(
+      fc.property(
+        fc.array(fc.constantFrom(...letters), { minLength: 1, maxLength: 6 }),
+        fc.array(fc.constantFrom(...letters), { minLength: 1, maxLength: 6 }),
+        (a, b) => {
+          const left = ok("email", `${a.join("")}@uni.example`)
+          const right = ok("email", `${b.join("")}@uni.example`)
+          const sameIgnoringCase = a.join("").toUpperCase() === b.join("").toUpperCase()
+          expect(left === right).toBe(sameIgnoringCase)
+        },
+      ),
+    )
   })
 
   it.each([
