@@ -165,13 +165,12 @@ const stranded_batch_count_max = 100
 /**
  * Fails as `expired`, with their `payment.failed` events, the payments still pending after their
  * expiry whose reservation the ledger has already released (its transfer voided or expired in the
- * read model).
- * `ledgerHook` fails them in the release's own transaction, so none should exist; this repairs the
- * ones an earlier version left behind (before ed20f29, a reservation that lapsed in the same command
- * as a `same_wallet` refusal was released but its payment stayed pending) and any gap like it. The
- * read model shows a release only after the transaction that made it committed, and a payment no
- * longer pending is left as it is, so a sweep in several processes fails each payment once.
- * Returns the payments it failed.
+ * read model), and returns them. `ledgerHook` fails such payments in the release's own transaction,
+ * so none should exist; this repairs the ones an earlier version left behind (before ed20f29, a
+ * reservation that lapsed in the same command as a `same_wallet` refusal was released but its
+ * payment stayed pending) and any gap like it. The read model shows a release only after the
+ * transaction that made it committed, and a payment no longer pending is left as it is, so sweeps in
+ * several processes fail each payment once.
  */
 export const failStrandedPayments = (pool: pg.Pool, enqueue: EnqueueEvents): Promise<Array<PaymentRow>> =>
   inTransaction(pool, async (client) => {

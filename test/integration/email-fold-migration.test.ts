@@ -5,15 +5,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { runMigrations } from "../../src/db/migrate.ts"
 import { platformMigrations } from "../../src/db/migrations.ts"
-import { freshDatabase, type TestDatabase } from "../support/db.ts"
+import { databaseBefore, type TestDatabase } from "../support/db.ts"
 
 let db: TestDatabase
 beforeAll(async () => {
-  db = await freshDatabase({ migrate: false })
-  await runMigrations(
-    db.pool,
-    platformMigrations.filter((m) => m.version < 304),
-  )
+  db = await databaseBefore(304)
 })
 afterAll(async () => {
   await db?.drop()

@@ -6,15 +6,11 @@ import { runMigrations } from "../../src/db/migrate.ts"
 import { platformMigrations } from "../../src/db/migrations.ts"
 import { findStoredResponse, inTransaction, storeResponses } from "../../src/platform/idempotency.ts"
 import { legacy_transfer_fingerprint } from "../../src/transfers/schema.ts"
-import { freshDatabase, type TestDatabase } from "../support/db.ts"
+import { databaseBefore, type TestDatabase } from "../support/db.ts"
 
 let db: TestDatabase
 beforeAll(async () => {
-  db = await freshDatabase({ migrate: false })
-  await runMigrations(
-    db.pool,
-    platformMigrations.filter((m) => m.version < 301),
-  )
+  db = await databaseBefore(301)
 })
 afterAll(async () => {
   await db?.drop()
@@ -62,12 +58,8 @@ describe("migration 301", () => {
 
 describe("migration 502", () => {
   it("copies the keys of earlier on-chain transfers into the shared store, so no other endpoint can take them", async () => {
-    const fresh = await freshDatabase({ migrate: false })
+    const fresh = await databaseBefore(502)
     try {
-      await runMigrations(
-        fresh.pool,
-        platformMigrations.filter((m) => m.version < 502),
-      )
       await fresh.pool.query(
         `insert into platform.chain_transfers (transfer_id, tenant_id, environment, wallet_id, chain, token,
            token_decimals, token_contract, from_address, key_tenant_index, key_wallet_index, to_address,

@@ -18,6 +18,19 @@ export interface TestDatabase {
 
 export const serverUrl = (): string => inject("pgServerUrl")
 
+/**
+ * A fresh database migrated only below `version`: the state a migration's test starts from (its
+ * test then runs every migration).
+ */
+export const databaseBefore = async (version: number): Promise<TestDatabase> => {
+  const db = await freshDatabase({ migrate: false })
+  await runMigrations(
+    db.pool,
+    platformMigrations.filter((m) => m.version < version),
+  )
+  return db
+}
+
 export const freshDatabase = async (options: { readonly migrate?: boolean } = {}): Promise<TestDatabase> => {
   const name = `t_${randomBytes(6).toString("hex")}`
   const url = await ensureDatabase(serverUrl(), name)
