@@ -119,7 +119,9 @@ export function normaliseEmail(input: string): Result.Result<string, InvalidIden
   ) {
     return fail("the domain is not valid")
   }
-  const address = foldCase(`${local}@${domain}`.toLowerCase())
+  // Decomposed first, composed again last: lower-casing can undo a composition (J + caron becomes
+  // j + caron, which composes to ǰ), so a lower-cased NFC text need not be NFC any more.
+  const address = foldCase(`${local}@${domain}`.normalize("NFD").toLowerCase()).normalize("NFC")
   if (address.length > identifierLengthMax) return fail("not an e-mail address")
   return Result.succeed(address)
 }

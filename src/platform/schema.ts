@@ -159,10 +159,11 @@ alter table platform.idempotency_keys alter column response_body type json using
     version: 304,
     name: "e-mail addresses case-folded",
     // normaliseEmail now folds what toLowerCase leaves apart (a final sigma and a sigma, the micro
-    // sign and mu...: case_fold_from and case_fold_to in domain/platform/identifiers.ts). Addresses
-    // stored before are folded likewise, each row on its own: one whose folded form another row
-    // already holds (two tenants or two linked identities that should have been one) keeps its
-    // spelling rather than fail the migration.
+    // sign and mu...: case_fold_from and case_fold_to in domain/platform/identifiers.ts) and
+    // composes again after lower-casing (J + caron lower-cases to j + caron, which is ǰ). Addresses
+    // stored before are folded and composed likewise, each row on its own: one whose new form
+    // another row already holds (two tenants or two linked identities that should have been one)
+    // keeps its spelling rather than fail the migration.
     sql: `
 do $$
 declare
@@ -170,21 +171,28 @@ declare
   fold_to constant text := E'\\u03bc\\u0073\\u03b9\\u03c3\\u03b2\\u03b8\\u03c6\\u03c0\\u03ba\\u03c1\\u03b5\\u1e61\\u03b9';
   r record;
 begin
-  for r in select tenant_id, email from platform.tenants where email <> translate(email, fold_from, fold_to) loop
+  create temporary table folded_email (spelling text primary key, folded text not null) on commit drop;
+  insert into folded_email
+    select v, normalize(translate(normalize(v, nfd), fold_from, fold_to), nfc)
+      from (select email from platform.tenants
+            union select value from platform.identities where kind = 'email'
+            union select recipient from platform.payments where recipient_kind = 'email') as stored(v);
+  delete from folded_email where folded = spelling;
+  for r in select t.tenant_id, f.folded from platform.tenants t join folded_email f on f.spelling = t.email loop
     begin
-      update platform.tenants set email = translate(r.email, fold_from, fold_to) where tenant_id = r.tenant_id;
+      update platform.tenants set email = r.folded where tenant_id = r.tenant_id;
     exception when unique_violation then null;
     end;
   end loop;
-  for r in select identity_id, value from platform.identities
-            where kind = 'email' and value <> translate(value, fold_from, fold_to) loop
+  for r in select i.identity_id, f.folded from platform.identities i join folded_email f on f.spelling = i.value
+            where i.kind = 'email' loop
     begin
-      update platform.identities set value = translate(r.value, fold_from, fold_to) where identity_id = r.identity_id;
+      update platform.identities set value = r.folded where identity_id = r.identity_id;
     exception when unique_violation then null;
     end;
   end loop;
-  update platform.payments set recipient = translate(recipient, fold_from, fold_to)
-   where recipient_kind = 'email' and recipient <> translate(recipient, fold_from, fold_to);
+  update platform.payments p set recipient = f.folded from folded_email f
+   where p.recipient_kind = 'email' and p.recipient = f.spelling;
 end
 $$;
 `,

@@ -1,7 +1,8 @@
 // Proves migration 304 on a database that has lived under 303: e-mail addresses stored lower-cased
-// only (a final sigma, the micro sign) are case-folded as normaliseEmail now folds them, in tenants,
-// identities and payments; a row whose folded form another row already holds keeps its spelling
-// instead of failing the migration; phones and handles are left alone.
+// only (a final sigma, the micro sign, a composition undone) are case-folded and composed as
+// normaliseEmail now does, in tenants, identities and payments; a row whose new form another row
+// already holds keeps its spelling instead of failing the migration; phones and handles are left
+// alone.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { runMigrations } from "../../src/db/migrate.ts"
 import { platformMigrations } from "../../src/db/migrations.ts"
@@ -26,6 +27,8 @@ describe("migration 304", () => {
   it("case-folds the stored e-mail addresses, keeping a row whose folded form is taken", async () => {
     await tenant("ten_1", "σας@uni.example", 1)
     await tenant("ten_2", "\u00b5ail@uni.example", 2)
+    // Lower-cased after NFC, so not NFC any more: j + caron.
+    await tenant("ten_5", "j\u030cana@uni.example", 5)
     // Both spellings registered (the defect): the second keeps its own.
     await tenant("ten_3", "ſam@uni.example", 3)
     await tenant("ten_4", "sam@uni.example", 4)
@@ -58,6 +61,7 @@ describe("migration 304", () => {
       { tenant_id: "ten_2", email: "\u03bcail@uni.example" },
       { tenant_id: "ten_3", email: "ſam@uni.example" },
       { tenant_id: "ten_4", email: "sam@uni.example" },
+      { tenant_id: "ten_5", email: "\u01f0ana@uni.example" },
     ])
     const values = await db.pool.query<{ value: string }>(
       "select value from platform.identities order by identity_id",

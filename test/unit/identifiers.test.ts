@@ -73,8 +73,34 @@ describe("normaliseIdentifier", () => {
     ["\u00b5ail@uni.example", "\u03bcail@uni.example"],
     ["\u039cAIL@uni.example", "\u03bcail@uni.example"],
     ["\u017fam@uni.example", "sam@uni.example"],
+    // Lower-casing can undo a composition: J + caron lower-cases to j + caron, which is ǰ.
+    ["J\u030cana@example.com", "\u01f0ana@example.com"],
+    ["\u01f0ana@example.com", "\u01f0ana@example.com"],
+    ["\u1e9b@uni.example", "\u1e61@uni.example"],
   ])("e-mail %s is %s", (input, expected) => {
     expect(ok("email", input)).toBe(expected)
+  })
+
+  it("normalises an e-mail address to NFC text that normalises to itself", () => {
+    const pieces = [
+      ..."aJjIiSsſσςΣµ",
+      "J\u030c",
+      "\u01f0",
+      "e\u0301",
+      "\u00e9",
+      "A\u030a",
+      "\u212b",
+      "\u1e9b",
+      "\u0345",
+    ]
+    fc.assert(
+      fc.property(fc.array(fc.constantFrom(...pieces), { minLength: 1, maxLength: 6 }), (parts) => {
+        const once = ok("email", `${parts.join("")}@uni.example`)
+        expect(once).toBe(once.normalize("NFC"))
+        expect(ok("email", once)).toBe(once)
+      }),
+      { numRuns: 2_000 },
+    )
   })
 
   it("treats two e-mail addresses alike exactly when they are equal ignoring case (upper-cased alike)", () => {
