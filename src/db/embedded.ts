@@ -292,15 +292,22 @@ export const hasEmbeddedServer = (dataDir: string): boolean =>
 
 /**
  * Creates a database if it does not exist yet (CREATE DATABASE has no IF NOT EXISTS); with
- * `create: false`, throws instead when it does not exist.
+ * `create: false`, throws instead when it does not exist. With `connect_timeout_ms`, a server that
+ * takes the connection but does not answer (frozen) is given up after that long instead of waited
+ * for without end.
  */
 export const ensureDatabase = async (
   serverUrl: string,
   name: string,
-  options: { readonly create?: boolean } = {},
+  options: { readonly create?: boolean; readonly connect_timeout_ms?: number } = {},
 ): Promise<string> => {
   const { default: pg } = await import("pg")
-  const client = new pg.Client({ connectionString: serverUrl })
+  const client = new pg.Client({
+    connectionString: serverUrl,
+    ...(options.connect_timeout_ms === undefined
+      ? {}
+      : { connectionTimeoutMillis: options.connect_timeout_ms }),
+  })
   await client.connect()
   try {
     const found = await client.query("select 1 from pg_database where datname = $1", [name])

@@ -54,7 +54,11 @@ export const openDatabase = async (
       ...(options.log ? { log: options.log } : {}),
     })
     try {
-      url = await ensureDatabase(server.url, embedded_database_name, { create: options.existing !== true })
+      url = await ensureDatabase(server.url, embedded_database_name, {
+        create: options.existing !== true,
+        connect_timeout_ms:
+          options.existing === true ? tool_connect_timeout_ms : config.databaseQueryTimeoutMs,
+      })
     } catch (error) {
       await server.stop()
       throw options.existing === true && error instanceof Error

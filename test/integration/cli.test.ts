@@ -19,6 +19,7 @@ import {
 import { live_schema, projectionTablesSql } from "../../projections/schema.ts"
 import { export_columns } from "../../src/cli/export.ts"
 import { progressLine } from "../../src/cli/replay.ts"
+import { ensureDatabase } from "../../src/db/embedded.ts"
 import { uuidv7 } from "../../src/ids.ts"
 import { waitForStreamHead } from "../../src/ledger/queries.ts"
 import type { RecordedEvent } from "../../src/ports/event-store.ts"
@@ -245,6 +246,24 @@ describe("ledger CLI", () => {
       silent.close()
     }
   }, 90_000)
+
+  it("gives up on the embedded server's database check when the server takes the connection but never answers (DATA_DIR)", async () => {
+    // The embedded path asks the server for its database before any pool exists: a frozen server
+    // held the tools there without end.
+    const silent = net.createServer(() => {})
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve))
+    const { port } = silent.address() as net.AddressInfo
+    try {
+      await expect(
+        ensureDatabase(`postgres://u:p@127.0.0.1:${port}/postgres`, "platform", {
+          create: false,
+          connect_timeout_ms: 300,
+        }),
+      ).rejects.toThrow(/timeout/i)
+    } finally {
+      silent.close()
+    }
+  })
 
   it("exports to standard output with --output -", async () => {
     const result = await runCli(["export", "--ledger", "acme:sandbox", "--output", "-"])
