@@ -13,6 +13,8 @@ export type ExportFormat = "ndjson" | "csv"
 export interface ExportSelection {
   /** One stream; otherwise every stream in global position order. */
   readonly stream_id?: string
+  /** Every stream: up to this position only (the log's settled end: see settled.ts). */
+  readonly up_to_position?: bigint
   /** Inclusive lower bound on `recorded_at`, epoch ms. */
   readonly from_ms?: number
   /** Exclusive upper bound on `recorded_at`, epoch ms. */
@@ -76,13 +78,18 @@ const write = async (out: Writable, chunk: string): Promise<void> => {
 }
 
 /** Pages of the selected events (before the time filter), each at most `export_page_size`. */
-async function* pages(store: EventStore["Service"], stream_id: string | undefined) {
+async function* pages(store: EventStore["Service"], selection: ExportSelection) {
+  const { stream_id, up_to_position } = selection
   let after_position = 0n
   let from_version = 1
   for (;;) {
     const page = await Effect.runPromise(
       stream_id === undefined
-        ? store.readAll({ after_position, max_count: export_page_size })
+        ? store.readAll({
+            after_position,
+            max_count: export_page_size,
+            ...(up_to_position === undefined ? {} : { up_to_position }),
+          })
         : store.readStream(stream_id, { from_version, max_count: export_page_size }),
     )
     if (page.length === 0) return
@@ -109,7 +116,7 @@ export const exportEvents = async (
   const from_ms = selection.from_ms ?? Number.NEGATIVE_INFINITY
   const to_ms = selection.to_ms ?? Number.POSITIVE_INFINITY
   let written = 0
-  for await (const page of pages(store, selection.stream_id)) {
+  for await (const page of pages(store, selection)) {
     let chunk = ""
     for (const event of page) {
       const at = Date.parse(event.recorded_at)

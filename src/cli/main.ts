@@ -23,6 +23,7 @@ import { ConfigError, readConfig } from "../config.ts"
 import { openDatabase } from "../db/open.ts"
 import { type ExportFormat, type ExportSelection, exportEvents } from "./export.ts"
 import { replay } from "./replay.ts"
+import { settledPosition } from "./settled.ts"
 import { verifyEvents } from "./verify.ts"
 
 const help_text = `Usage: npm run ledger -- <command> [options]
@@ -198,8 +199,11 @@ const runVerify = async (pool: pg.Pool, store: PostgresEventStore, io: Io): Prom
       "select stream_id, version::text, encode(last_hash, 'hex') as last_hash from streams",
     )
   ).rows.map((row) => ({ stream_id: row.stream_id, version: Number(row.version), last_hash: row.last_hash }))
+  // Then the log's settled end (settled.ts): an event committing late below it is waited for.
+  const up_to_position = await settledPosition(pool)
   const report = await verifyEvents(store, {
     heads,
+    up_to_position,
     ...(progress === undefined ? {} : { onProgress: progress }),
   })
   if (progress !== undefined) io.err.write("\n")
@@ -241,9 +245,14 @@ const runExport = async (
       return 1
     }
   }
+  // Every stream in position order: up to the log's settled end, so a late commit leaves no hole.
+  const selection =
+    stream_id === undefined
+      ? { ...args.selection, up_to_position: await settledPosition(pool) }
+      : args.selection
   const out: Writable = args.output === undefined ? io.out : fs.createWriteStream(args.output)
   if (args.output !== undefined) await once(out, "open")
-  const written = await exportEvents(store, args.selection, args.format, out)
+  const written = await exportEvents(store, selection, args.format, out)
   if (args.output !== undefined) {
     out.end()
     await once(out, "finish")

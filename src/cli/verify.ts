@@ -208,8 +208,9 @@ export interface StreamHead {
 }
 
 /**
- * Verifies every event of the store, and with `heads` that each stream ends at its head;
- * `onProgress` gets the number of events checked after each page.
+ * Verifies every event of the store (up to `up_to_position`, the log's settled end: see
+ * settled.ts), and with `heads` that each stream ends at its head; `onProgress` gets the number of
+ * events checked after each page.
  * @example
  * const report = await verifyEvents(store, { heads })
  * if (report.problem_count > 0) console.error(report.problems[0])
@@ -218,14 +219,21 @@ export const verifyEvents = async (
   store: EventStore["Service"],
   options: {
     readonly heads?: ReadonlyArray<StreamHead>
+    readonly up_to_position?: bigint
     readonly onProgress?: (event_count: number) => void
   } = {},
 ): Promise<VerifyReport> => {
-  const { heads, onProgress } = options
+  const { heads, up_to_position, onProgress } = options
   const verifier = new Verifier(heads)
   let after_position = 0n
   for (;;) {
-    const page = await Effect.runPromise(store.readAll({ after_position, max_count: page_size }))
+    const page = await Effect.runPromise(
+      store.readAll({
+        after_position,
+        max_count: page_size,
+        ...(up_to_position === undefined ? {} : { up_to_position }),
+      }),
+    )
     for (const event of page) verifier.check(event)
     onProgress?.(verifier.event_count)
     const last = page.at(-1)

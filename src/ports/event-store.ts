@@ -141,6 +141,8 @@ export interface SubscriptionBatch {
 export interface ReadAllOptions {
   /** Exclusive: events with a greater global position. Defaults to 0 (from the start). */
   readonly after_position?: bigint
+  /** Inclusive: events up to this global position only. Defaults to no bound. */
+  readonly up_to_position?: bigint
   readonly max_count?: number
 }
 

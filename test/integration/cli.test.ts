@@ -27,6 +27,7 @@ import { compareSchemas } from "../../src/projections/rebuild.ts"
 import { startProjection } from "../../src/projections/runner.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { syntheticLedger } from "../support/projections-fixture.ts"
+import { newEvents } from "./event-store-contract.ts"
 
 const cli = path.resolve(import.meta.dirname, "../../src/cli/main.ts")
 
@@ -264,6 +265,54 @@ describe("ledger CLI", () => {
       silent.close()
     }
   })
+
+  it("verify and export wait for an event that commits late below events already committed, and leave nothing out", async () => {
+    // A transaction holds probe-late v2 at a position below probe-other v1, which commits first:
+    // a reader paging by position passed v2 before it committed (verify then saw v3 follow v1, an
+    // export had a hole). Both now read up to the log's settled end once that transaction ended.
+    // A database of its own: the file's other tests count the shared one's events.
+    const own = await freshDatabase()
+    const ownStore = makePostgresEventStore(own.pool)
+    const env = { DATABASE_URL: own.url }
+    await Effect.runPromise(ownStore.append("probe-late", "no_stream", newEvents("late-1", 1)))
+    const held = await own.pool.connect()
+    try {
+      await held.query("begin")
+      const v2 = await Effect.runPromise(
+        ownStore.appendWithClient(held, "probe-late", 1, newEvents("late-2", 1)),
+      )
+      const other = await Effect.runPromise(
+        ownStore.append("probe-other", "no_stream", newEvents("other-1", 1)),
+      )
+      expect(other.last_position).toBeGreaterThan(v2.last_position)
+      const exported = path.join(tmp, "late.ndjson")
+      const verifying = runCli(["verify"], env)
+      const exporting = runCli(["export", "--output", exported], env)
+      await new Promise((resolve) => setTimeout(resolve, 1_500))
+      await held.query("commit")
+      await Effect.runPromise(ownStore.append("probe-late", 2, newEvents("late-3", 1)))
+      const [verified, export_result] = await Promise.all([verifying, exporting])
+
+      const settled = await own.pool.query<{ n: number }>(
+        "select count(*)::int as n from events where global_position <= $1",
+        [other.last_position.toString()],
+      )
+      const count = settled.rows[0]?.n ?? 0
+      expect(verified.code).toBe(0)
+      expect(verified.stdout).toContain(`verify: OK: ${count} events`)
+      expect(export_result.code).toBe(0)
+      const lines = fs.readFileSync(exported, "utf8").trimEnd().split("\n")
+      expect(lines).toHaveLength(count)
+      const late = lines
+        .map((line) => JSON.parse(line) as { stream_id: string; stream_version: number })
+        .filter((e) => e.stream_id === "probe-late")
+      expect(late.map((e) => e.stream_version)).toEqual([1, 2])
+    } finally {
+      held.release()
+      await Effect.runPromise(ownStore.close)
+      await own.drop()
+    }
+  }, 60_000)
 
   it("exports to standard output with --output -", async () => {
     const result = await runCli(["export", "--ledger", "acme:sandbox", "--output", "-"])

@@ -1095,8 +1095,14 @@ export const makePostgresEventStore = (
       Effect.promise(async () => {
         assertCount(readOptions.max_count, Number.MAX_SAFE_INTEGER, "max_count")
         const found = await pool.query<EventRow>(
-          `select ${eventColumns} from events e where e.global_position > $1 order by e.global_position limit $2`,
-          [(readOptions.after_position ?? 0n).toString(), readOptions.max_count ?? null],
+          `select ${eventColumns} from events e
+            where e.global_position > $1 and ($3::bigint is null or e.global_position <= $3)
+            order by e.global_position limit $2`,
+          [
+            (readOptions.after_position ?? 0n).toString(),
+            readOptions.max_count ?? null,
+            readOptions.up_to_position?.toString() ?? null,
+          ],
         )
         return found.rows.map(toRecordedEvent)
       }),
