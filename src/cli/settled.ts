@@ -10,7 +10,7 @@
 import type pg from "pg"
 
 /** How long the tools wait for transactions running when they start. */
-export const settle_wait_ms_max = 30_000
+const settle_wait_ms_max = 30_000
 const settle_poll_ms = 50
 
 export class LogNotSettled extends Error {}
