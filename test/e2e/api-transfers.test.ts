@@ -626,6 +626,35 @@ describe("POST /api/v2/transfers in production", () => {
       "custody_address_other_chain",
     )
     expect(toProduction.message).toMatch(/is a wallet of the platform in production, not in sandbox/)
+    // Outside EVM too: a production Solana wallet, sent to from the sandbox's Solana.
+    const productionSolana = expectOk(
+      await production.post<typeof Wallet.Type>("/api/v1/wallets", {
+        external_id: "production-solana",
+        label: "production",
+        chain: "solana",
+      }),
+      201,
+    )
+    const sandboxSolana = expectOk(
+      await client.post<typeof Wallet.Type>("/api/v1/wallets", {
+        external_id: "sandbox-solana-to-production",
+        label: "sandbox",
+        chain: "solana",
+      }),
+      201,
+    )
+    const toProductionSolana = expectError(
+      await client.post("/api/v2/transfers", {
+        from_wallet: sandboxSolana.wallet_id,
+        to_address: productionSolana.address,
+        amount: "1",
+        token: "USDC",
+        chain: "solana",
+      }),
+      422,
+      "custody_address_other_chain",
+    )
+    expect(toProductionSolana.message).toMatch(/is a wallet of the platform in production, not in sandbox/)
   })
 })
 

@@ -141,10 +141,12 @@ const replayedTransfer = (row: TransferRow) =>
 
 /**
  * A custody address of the platform on another chain or in the other environment, spelled for this
- * EVM chain: another EVM chain's (the same 0x... spelling is valid on every EVM chain), a Tron
- * wallet's in its 0x spelling (one key's account), or a wallet of this chain in the other
- * environment (sandbox and production chains are separate). The tokens would land where no wallet
- * of this chain and environment is watched, credited to no one and reported by no reconciliation.
+ * chain: on an EVM chain, another EVM chain's (the same 0x... spelling is valid on every EVM chain)
+ * or a Tron wallet's in its 0x spelling (one key's account); on every chain, a wallet of this chain
+ * in the other environment (sandbox and production chains are separate). The tokens would land
+ * where no wallet of this chain and environment is watched, credited to no one and reported by no
+ * reconciliation. Outside EVM the destination is in its canonical spelling (as wallets store
+ * theirs), compared exactly: base58 and TON's forms are case-sensitive.
  */
 const refuseOtherChainCustody = (
   pool: pg.Pool,
@@ -153,15 +155,21 @@ const refuseOtherChainCustody = (
   to_address: string,
 ) =>
   Effect.gen(function* () {
-    if (chainFamily(chain) !== "evm") return
     const found = yield* db(() =>
-      pool.query<{ chain: string; environment: string }>(
-        `select chain, environment from platform.wallets
-          where (lower(address) = lower($1) and (chain <> $2 or environment <> $3))
-             or (lower(address) = lower($4) and address = $4)
-          limit 1`,
-        [to_address, chain, environment, tronSpellingOfEvm(to_address)],
-      ),
+      chainFamily(chain) === "evm"
+        ? pool.query<{ chain: string; environment: string }>(
+            `select chain, environment from platform.wallets
+              where (lower(address) = lower($1) and (chain <> $2 or environment <> $3))
+                 or (lower(address) = lower($4) and address = $4)
+              limit 1`,
+            [to_address, chain, environment, tronSpellingOfEvm(to_address)],
+          )
+        : pool.query<{ chain: string; environment: string }>(
+            `select chain, environment from platform.wallets
+              where lower(address) = lower($1) and address = $1 and chain = $2 and environment <> $3
+              limit 1`,
+            [to_address, chain, environment],
+          ),
     )
     const other = found.rows[0]
     if (other === undefined) return
