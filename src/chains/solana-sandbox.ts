@@ -69,6 +69,16 @@ export interface SolanaSandboxChain {
   readonly stop: () => Promise<void>
 }
 
+const compute_budget_program = "ComputeBudget111111111111111111111111111111" as Address
+
+/** The compute budget program's SetComputeUnitPrice (instruction 3, a little-endian u64). */
+const uniqueComputeUnitPrice = (micro_lamports: bigint): Instruction => {
+  const data = new Uint8Array(9)
+  data[0] = 3
+  new DataView(data.buffer).setBigUint64(1, micro_lamports, true)
+  return { programAddress: compute_budget_program, accounts: [], data }
+}
+
 /**
  * Starts the local chain, creates its mints and starts its block clock.
  * @example const local = await startSolanaSandbox(); local.contracts.get("USDC") // a base58 mint address
@@ -83,9 +93,18 @@ export async function startSolanaSandbox(options: SolanaSandboxOptions = {}): Pr
   const issuer = await generateKeyPairSigner()
   airdrop(svm, issuer.address, issuer_lamports)
 
+  // Two identical issuer transactions against one blockhash (the same mint twice within a slot)
+  // would have one signature, and the second would be refused as a duplicate: each carries a
+  // compute-unit price of its own (micro-lamports, a counter), so no two are alike.
+  let sent_count = 0n
   const send = async (instructions: ReadonlyArray<Instruction>) => {
+    sent_count += 1n
     const { wire, signature } = await signMessage(
-      buildMessage(issuer, instructions, await transport.latestBlockhash()),
+      buildMessage(
+        issuer,
+        [uniqueComputeUnitPrice(sent_count), ...instructions],
+        await transport.latestBlockhash(),
+      ),
     )
     const outcome = await transport.send(wire)
     const landed = await transport.landed(signature)

@@ -102,7 +102,19 @@ export async function startTonSandboxChain(options: TonSandboxOptions = {}): Pro
     await transport.apply(() => issuer.send({ to: owner, value: ton_top_up_nanotons, bounce: false }))
   }
 
-  const fund = async (address: string, token: TokenSymbol, amount: bigint) => {
+  // One mint at a time: `fund` judges a mint by the balance before and after it, which a second
+  // mint to the same wallet landing in between would upset (a landed mint reported refused).
+  let minting: Promise<unknown> = Promise.resolve()
+  const oneAtATime = <T>(work: () => Promise<T>): Promise<T> => {
+    const next = minting.then(work, work)
+    minting = next.catch(() => {})
+    return next
+  }
+
+  const fund = (address: string, token: TokenSymbol, amount: bigint) =>
+    oneAtATime(() => mint(address, token, amount))
+
+  const mint = async (address: string, token: TokenSymbol, amount: bigint) => {
     const owner = Address.parse(address)
     const asset = { kind: "token", contract: minterOf(token).toString() } as const
     const before = await Effect.runPromise(adapter.balance(address, asset))

@@ -55,6 +55,13 @@ describe("the sandbox TON chain", () => {
     expect(await run(ton.adapter.balance(owner, { kind: "native" }))).toBe(topped_up)
   })
 
+  test("fund to one owner six times at once: every mint lands and every call says so", async () => {
+    const other = deriveAddress(owner_seed, { ...owner_ref, wallet_index: 1 })
+    const amounts = [1n, 20n, 300n, 4_000n, 50_000n, 600_000n]
+    await Promise.all(amounts.map((amount) => ton.fund(other, "USDT", amount)))
+    expect(await run(ton.adapter.balance(other, { kind: "token", contract: usdt }))).toBe(654_321n)
+  })
+
   test("fund refuses an owner the issuer froze, and works again once unfrozen", async () => {
     await ton.freeze(owner, "USDT", true)
     await expect(ton.fund(owner, "USDT", 1n)).rejects.toThrow(/refused/)

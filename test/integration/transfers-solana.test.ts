@@ -118,6 +118,16 @@ afterAll(async () => {
   await db?.drop()
 })
 
+describe("the sandbox faucet (Solana, LiteSVM)", () => {
+  it("mints the same amount to the same address twice within one slot: two mints, not one refused as a duplicate", async () => {
+    const address = addressOf(90)
+    await local.fund(address, "USDC", 500_000n)
+    await local.fund(address, "USDC", 500_000n)
+    await Promise.all([local.fund(address, "USDC", 500_000n), local.fund(address, "USDC", 500_000n)])
+    expect(await tokenBalance(address)).toBe(2_000_000n)
+  })
+})
+
 describe("on-chain transfers (Solana, LiteSVM)", () => {
   it("completes: proof matches the landed transaction, recipient gets exactly the amount, the chain verifies it", async () => {
     const wallet = await fundedWallet(1)
