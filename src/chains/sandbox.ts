@@ -10,6 +10,7 @@ import { assert } from "../../domain/assert.ts"
 import { chainDefinition, type TokenSymbol } from "../../domain/chains/registry.ts"
 import { deriveAddress, deriveSigningKey, type EvmChain } from "../../domain/custody/derive.ts"
 import { type AnvilNode, startAnvil } from "./anvil.ts"
+import { oneAtATime } from "./one-at-a-time.ts"
 import { confirmStablecoinMint, deployStablecoin, sendStablecoinMint } from "./stablecoin.ts"
 
 /** Seconds between blocks of a local chain. */
@@ -73,7 +74,7 @@ export async function startSandboxChain(chain: EvmChain): Promise<SandboxChain> 
     // Sends take the issuer's nonces one after the other; their receipts are awaited together, so
     // a burst of mints lands in a block or two (awaiting each receipt in turn took a block each: 30
     // faucet calls at once queued for 30 s).
-    let sends: Promise<unknown> = Promise.resolve()
+    const sends = oneAtATime()
     const fund = async (
       address: string,
       token: TokenSymbol,
@@ -82,12 +83,11 @@ export async function startSandboxChain(chain: EvmChain): Promise<SandboxChain> 
     ): Promise<void> => {
       const contract = contracts.get(token)
       assert(contract !== undefined, `${token} is deployed on ${chain}`)
-      const sent = sends.then(() => {
+      const sent = sends(async () => {
         // A caller that gave up while its mint waited its turn gets none: nothing lands later.
         signal?.throwIfAborted()
         return sendStablecoinMint({ rpc_url: node.rpc_url, issuer, contract, to: address as Address, amount })
       })
-      sends = sent.catch(() => {})
       // A caller past its deadline stops waiting (the mint lands all the same: surplus on chain).
       await confirmStablecoinMint(node.rpc_url, await sent, signal)
       signal?.throwIfAborted()

@@ -33,6 +33,7 @@ import {
 import { assert } from "../../domain/assert.ts"
 import { chainDefinition, type TokenSymbol } from "../../domain/chains/registry.ts"
 import type { ChainAdapter } from "../ports/chain.ts"
+import { oneAtATime } from "./one-at-a-time.ts"
 
 /** Milliseconds between two blocks of the local chain. */
 export const solana_sandbox_block_time_ms = 1_000
@@ -122,12 +123,7 @@ export async function startSolanaSandbox(options: SolanaSandboxOptions = {}): Pr
   }
 
   // One issuer transaction at a time: each reads the latest blockhash and lands before the next.
-  let queue: Promise<void> = Promise.resolve()
-  const serialised = (work: () => Promise<void>): Promise<void> => {
-    const run = queue.then(work)
-    queue = run.catch(() => {})
-    return run
-  }
+  const serialised = oneAtATime()
 
   const fund = (address: string, token: TokenSymbol, amount: bigint) =>
     serialised(async () => {

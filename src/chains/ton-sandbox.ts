@@ -35,6 +35,7 @@ import { assert } from "../../domain/assert.ts"
 import { chainDefinition, type TokenSymbol } from "../../domain/chains/registry.ts"
 import { deriveAddress, deriveSigningKey } from "../../domain/custody/derive.ts"
 import type { ChainAdapter } from "../ports/chain.ts"
+import { oneAtATime } from "./one-at-a-time.ts"
 
 /** Milliseconds between two blocks of the sandbox's TON chain. */
 export const ton_sandbox_block_time_ms = 1_000
@@ -104,15 +105,9 @@ export async function startTonSandboxChain(options: TonSandboxOptions = {}): Pro
 
   // One mint at a time: `fund` judges a mint by the balance before and after it, which a second
   // mint to the same wallet landing in between would upset (a landed mint reported refused).
-  let minting: Promise<unknown> = Promise.resolve()
-  const oneAtATime = <T>(work: () => Promise<T>): Promise<T> => {
-    const next = minting.then(work, work)
-    minting = next.catch(() => {})
-    return next
-  }
-
+  const minting = oneAtATime()
   const fund = (address: string, token: TokenSymbol, amount: bigint) =>
-    oneAtATime(() => mint(address, token, amount))
+    minting(() => mint(address, token, amount))
 
   const mint = async (address: string, token: TokenSymbol, amount: bigint) => {
     const owner = Address.parse(address)

@@ -73,9 +73,9 @@ const sandboxRpcUrl = (output: string): string => {
   throw new Error(`no sandbox chain in the platform's log:\n${output}`)
 }
 
-/** A wallet of the tenant, created through the API. */
-const createWallet = async (external_id: string, label: string, chain: string) =>
-  expectOk(await client.post<typeof Wallet.Type>("/api/v1/wallets", { external_id, label, chain }), 201)
+/** A wallet of the tenant (or of the client `as` calls with), created through the API. */
+const createWallet = async (external_id: string, label: string, chain: string, as: ApiClient = client) =>
+  expectOk(await as.post<typeof Wallet.Type>("/api/v1/wallets", { external_id, label, chain }), 201)
 
 /** Test USDC from the sandbox faucet (minted on the wallet's local chain). */
 const faucet = async (wallet_id: string, amount: string) =>
@@ -593,14 +593,7 @@ describe("POST /api/v2/transfers in production", () => {
       201,
     )
     const production = apiClient(platform.url, { tenant_id: credentials.tenant_id, api_key: key.api_key })
-    const sender = expectOk(
-      await production.post<typeof Wallet.Type>("/api/v1/wallets", {
-        external_id: "production-sender",
-        label: "production",
-        chain: "ethereum",
-      }),
-      201,
-    )
+    const sender = await createWallet("production-sender", "production", "ethereum", production)
     // The sandbox runs a local ethereum; production has none configured: the environment decides.
     expectError(
       await production.post("/api/v2/transfers", {
@@ -627,22 +620,8 @@ describe("POST /api/v2/transfers in production", () => {
     )
     expect(toProduction.message).toMatch(/is a wallet of the platform in production, not in sandbox/)
     // Outside EVM too: a production Solana wallet, sent to from the sandbox's Solana.
-    const productionSolana = expectOk(
-      await production.post<typeof Wallet.Type>("/api/v1/wallets", {
-        external_id: "production-solana",
-        label: "production",
-        chain: "solana",
-      }),
-      201,
-    )
-    const sandboxSolana = expectOk(
-      await client.post<typeof Wallet.Type>("/api/v1/wallets", {
-        external_id: "sandbox-solana-to-production",
-        label: "sandbox",
-        chain: "solana",
-      }),
-      201,
-    )
+    const productionSolana = await createWallet("production-solana", "production", "solana", production)
+    const sandboxSolana = await createWallet("sandbox-solana-to-production", "sandbox", "solana")
     const toProductionSolana = expectError(
       await client.post("/api/v2/transfers", {
         from_wallet: sandboxSolana.wallet_id,
