@@ -4,7 +4,7 @@
  * checked; `evolve` re-asserts the ones it relies on.
  */
 import { Result } from "effect"
-import { assertNever } from "../assert.ts"
+import { assert, assertNever } from "../assert.ts"
 import { U128_MAX } from "../money/amount.ts"
 import { checkAsset } from "../money/asset.ts"
 import type {
@@ -15,6 +15,14 @@ import type {
   TransferSpec,
   VoidPendingTransfer,
 } from "./commands.ts"
+import {
+  type CompactedTransfer,
+  postRetryDigest,
+  sameDigest,
+  transferRetryDigest,
+  voidRetryDigest,
+} from "./compacted-transfers.ts"
+import { findTransfer } from "./compaction.ts"
 import {
   AccountAlreadyExists,
   AccountFlagsConflict,
@@ -62,6 +70,7 @@ import {
   type AccountState,
   initialState,
   type LedgerState,
+  type PendingStatus,
   type PendingTransfer,
   type TransferRecord,
 } from "./state.ts"
@@ -267,7 +276,7 @@ function decideTransfer(
 ): Result.Result<TransferCreated | PendingTransferCreated | null, TransferRejection> {
   const invalid = checkTransferSpec(spec, now_ms)
   if (invalid !== undefined) return Result.fail(invalid)
-  const existing = state.transfers.get(spec.transfer_id)
+  const existing = findTransfer(state, spec.transfer_id)
   if (existing !== undefined) {
     if (sameTransfer(existing, spec, group_id)) return Result.succeed(null)
     return Result.fail(new TransferIdAlreadyUsed({ transfer_id: spec.transfer_id }))
@@ -310,7 +319,23 @@ function checkTimeout(spec: TransferSpec, now_ms: number): InvalidTimeout | unde
 }
 
 /** A retry repeats every field: same kind and timeout, accounts, amount, code, user data and group. */
-function sameTransfer(existing: TransferRecord, spec: TransferSpec, group_id: string | null): boolean {
+function sameTransfer(
+  existing: TransferRecord | CompactedTransfer,
+  spec: TransferSpec,
+  group_id: string | null,
+): boolean {
+  if (existing.kind === "compacted") {
+    const retry = transferRetryDigest({
+      pending_timeout_ms: spec.pending === undefined ? null : spec.pending.timeout_ms,
+      debit_account_id: spec.debit_account_id,
+      credit_account_id: spec.credit_account_id,
+      amount: spec.amount,
+      code: spec.code,
+      user_data: spec.user_data,
+      linked_group_id: group_id,
+    })
+    return sameDigest(existing.retry_digest, retry)
+  }
   if (existing.kind === "post" || existing.kind === "void") return false
   const sameKind =
     spec.pending === undefined
@@ -396,17 +421,18 @@ function reservationToSettle(
   const { transfer_id, pending_id } = command
   const invalid = checkId("transfer_id", transfer_id) ?? checkId("pending_id", pending_id)
   if (invalid !== undefined) return Result.fail(invalid)
-  const pending = state.transfers.get(pending_id)
-  const existing = state.transfers.get(transfer_id)
+  const pending = reservationOf(findTransfer(state, pending_id))
+  const existing = findTransfer(state, transfer_id)
   if (existing !== undefined) {
     if (sameSettlement(existing, command, pending)) return Result.succeed(null)
     return Result.fail(new TransferIdAlreadyUsed({ transfer_id }))
   }
-  if (pending === undefined || pending.kind !== "pending")
-    return Result.fail(new PendingTransferNotFound({ pending_id }))
+  if (pending === undefined) return Result.fail(new PendingTransferNotFound({ pending_id }))
   switch (pending.status) {
     case "pending":
-      return Result.succeed(pending)
+      // Only final records are compacted: a reservation still pending is held in full.
+      assert(pending.record !== undefined, "a pending reservation is held in full")
+      return Result.succeed(pending.record)
     case "posted":
       return Result.fail(new PendingTransferAlreadyPosted({ pending_id }))
     case "voided":
@@ -418,16 +444,49 @@ function reservationToSettle(
   }
 }
 
+/** A reservation as a post or void sees it, in full or compacted. */
+interface Reservation {
+  readonly status: PendingStatus
+  readonly amount: bigint
+  /** Undefined when compacted. */
+  readonly record: PendingTransfer | undefined
+}
+
+function reservationOf(found: TransferRecord | CompactedTransfer | undefined): Reservation | undefined {
+  if (found === undefined) return undefined
+  if (found.kind === "pending") return { status: found.status, amount: found.amount, record: found }
+  if (found.kind !== "compacted") return undefined
+  switch (found.record_kind) {
+    case "pending_posted":
+      return { status: "posted", amount: found.amount, record: undefined }
+    case "pending_voided":
+      return { status: "voided", amount: found.amount, record: undefined }
+    case "pending_expired":
+      return { status: "expired", amount: found.amount, record: undefined }
+    default:
+      return undefined
+  }
+}
+
 /** A retried post names the same reservation and amount (omitted = in full); a void, the same reservation. */
 function sameSettlement(
-  existing: TransferRecord,
+  existing: TransferRecord | CompactedTransfer,
   command: PostPendingTransfer | VoidPendingTransfer,
-  pending: TransferRecord | undefined,
+  pending: Reservation | undefined,
 ): boolean {
+  if (existing.kind === "compacted") {
+    if (command.type === "VoidPendingTransfer")
+      return sameDigest(existing.retry_digest, voidRetryDigest(command.pending_id))
+    const requested = command.amount ?? pending?.amount
+    return (
+      requested !== undefined &&
+      sameDigest(existing.retry_digest, postRetryDigest(command.pending_id, requested))
+    )
+  }
   if (command.type === "VoidPendingTransfer")
     return existing.kind === "void" && existing.pending_id === command.pending_id
   if (existing.kind !== "post" || existing.pending_id !== command.pending_id) return false
-  const requested = command.amount ?? (pending?.kind === "pending" ? pending.amount : undefined)
+  const requested = command.amount ?? pending?.amount
   return existing.amount === requested
 }
 

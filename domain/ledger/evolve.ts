@@ -7,6 +7,7 @@ import { Result } from "effect"
 import { assert, assertNever } from "../assert.ts"
 import { U128_MAX } from "../money/amount.ts"
 import { checkAsset } from "../money/asset.ts"
+import { hasTransfer } from "./compaction.ts"
 import type {
   AccountOpened,
   LedgerEvent,
@@ -20,6 +21,7 @@ import { insertExpiry, removeExpiry } from "./expiry-index.ts"
 import { withinLimits } from "./invariants.ts"
 import {
   type AccountState,
+  type FinalIds,
   initialState,
   type LedgerState,
   type PendingStatus,
@@ -112,7 +114,7 @@ function transferCreated(state: LedgerState, event: TransferCreated | PendingTra
   const { data } = event
   const clock_ms = eventTime(state, data.created_at)
   const amount = amountOf(data.amount)
-  assert(!state.transfers.has(data.transfer_id), "a transfer id is used once")
+  assert(!hasTransfer(state, data.transfer_id), "a transfer id is used once")
   assert(data.debit_account_id !== data.credit_account_id, "a transfer moves between two accounts")
   const debit = requireAccount(state, data.debit_account_id)
   const credit = requireAccount(state, data.credit_account_id)
@@ -147,7 +149,8 @@ function transferCreated(state: LedgerState, event: TransferCreated | PendingTra
     record.kind === "pending" && record.expires_at_ms !== null
       ? insertExpiry(state.expiries, { expires_at_ms: record.expires_at_ms, transfer_id: record.transfer_id })
       : state.expiries
-  return {
+  const next: LedgerState = {
+    ...state,
     clock_ms,
     accounts: state.accounts
       .with(debit.account_id, checkedAccount(debited))
@@ -155,6 +158,14 @@ function transferCreated(state: LedgerState, event: TransferCreated | PendingTra
     transfers: state.transfers.with(data.transfer_id, record),
     expiries,
   }
+  // A single-phase transfer is final at once; a reservation when it is settled.
+  return record.kind === "single_phase" ? withFinal(next, data.transfer_id) : next
+}
+
+/** `state` with `transfer_id`'s record (in `transfers`) counted final: it will never change again. */
+function withFinal(state: LedgerState, transfer_id: string): LedgerState {
+  const final_ids: FinalIds = { transfer_id, next: state.final_ids }
+  return { ...state, final_ids, final_count: state.final_count + 1 }
 }
 
 function pendingRecord(
@@ -208,20 +219,24 @@ function settle(
           expires_at_ms: pending.expires_at_ms,
           transfer_id: pending.transfer_id,
         })
-  return {
-    clock_ms,
-    accounts: state.accounts
-      .with(debit.account_id, checkedAccount(debited))
-      .with(credit.account_id, checkedAccount(credited)),
-    transfers: state.transfers.with(pending.transfer_id, { ...pending, status, posted_amount }),
-    expiries,
-  }
+  return withFinal(
+    {
+      ...state,
+      clock_ms,
+      accounts: state.accounts
+        .with(debit.account_id, checkedAccount(debited))
+        .with(credit.account_id, checkedAccount(credited)),
+      transfers: state.transfers.with(pending.transfer_id, { ...pending, status, posted_amount }),
+      expiries,
+    },
+    pending.transfer_id,
+  )
 }
 
 function pendingTransferPosted(state: LedgerState, event: PendingTransferPosted): LedgerState {
   const { data } = event
   const clock_ms = eventTime(state, data.posted_at)
-  assert(!state.transfers.has(data.transfer_id), "a transfer id is used once")
+  assert(!hasTransfer(state, data.transfer_id), "a transfer id is used once")
   const amount = amountOf(data.amount)
   const settled = settle(state, requirePending(state, data.pending_id), "posted", amount, clock_ms)
   const post: TransferRecord = {
@@ -231,13 +246,16 @@ function pendingTransferPosted(state: LedgerState, event: PendingTransferPosted)
     amount,
     created_at_ms: clock_ms,
   }
-  return { ...settled, transfers: settled.transfers.with(data.transfer_id, post) }
+  return withFinal(
+    { ...settled, transfers: settled.transfers.with(data.transfer_id, post) },
+    data.transfer_id,
+  )
 }
 
 function pendingTransferVoided(state: LedgerState, event: PendingTransferVoided): LedgerState {
   const { data } = event
   const clock_ms = eventTime(state, data.voided_at)
-  assert(!state.transfers.has(data.transfer_id), "a transfer id is used once")
+  assert(!hasTransfer(state, data.transfer_id), "a transfer id is used once")
   const settled = settle(state, requirePending(state, data.pending_id), "voided", 0n, clock_ms)
   const voided: TransferRecord = {
     kind: "void",
@@ -245,7 +263,10 @@ function pendingTransferVoided(state: LedgerState, event: PendingTransferVoided)
     pending_id: data.pending_id,
     created_at_ms: clock_ms,
   }
-  return { ...settled, transfers: settled.transfers.with(data.transfer_id, voided) }
+  return withFinal(
+    { ...settled, transfers: settled.transfers.with(data.transfer_id, voided) },
+    data.transfer_id,
+  )
 }
 
 function pendingTransferExpired(state: LedgerState, event: PendingTransferExpired): LedgerState {

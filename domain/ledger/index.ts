@@ -8,6 +8,14 @@ export type {
   TransferSpec,
   VoidPendingTransfer,
 } from "./commands.ts"
+export type { CompactedKind, CompactedTransfer } from "./compacted-transfers.ts"
+export {
+  compactTransfers,
+  compactTransfersWhenDue,
+  findTransfer,
+  hasTransfer,
+  rebaseOnCompacted,
+} from "./compaction.ts"
 export { type Decided, decide, decideAndEvolve, type LedgerDecision, ledgerDecider } from "./decider.ts"
 export {
   AccountAlreadyExists,
@@ -73,6 +81,7 @@ export {
 } from "./invariants.ts"
 export {
   codeMax,
+  finalRecordCountMax,
   idLengthMax,
   ledgerTimeMsMax,
   pendingTimeoutMsMax,
@@ -82,6 +91,7 @@ export {
 export { PersistentMap } from "./persistent-map.ts"
 export {
   type AccountState,
+  type FinalIds,
   initialState,
   type LedgerState,
   nextExpiryMs,

@@ -23,3 +23,11 @@ export const pendingTimeoutMsMax = 4_294_967_295_000
  * events promise ISO 8601 strings. Keeps `now_ms + timeout_ms` a safe integer too.
  */
 export const ledgerTimeMsMax = 253_402_300_799_999
+
+/**
+ * Final transfer records (nothing can change them any more) a ledger's state holds in full before
+ * `compactTransfersWhenDue` compacts them: enough to spread a compaction's fixed cost, few enough
+ * that the state's persistent map stays small and one compaction (two digests per record) takes
+ * about a millisecond, not a pause a request would notice.
+ */
+export const finalRecordCountMax = 256

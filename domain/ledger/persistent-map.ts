@@ -38,6 +38,15 @@ export class PersistentMap<V> implements Iterable<[string, V]> {
     return new PersistentMap(HashMap.set(this.#entries, key, value))
   }
 
+  /** A new map without `keys`; this one is unchanged. One pass, however many keys. */
+  withoutAll(keys: Iterable<string>): PersistentMap<V> {
+    return new PersistentMap(
+      HashMap.mutate(this.#entries, (entries) => {
+        for (const key of keys) HashMap.remove(entries, key)
+      }),
+    )
+  }
+
   keys(): IterableIterator<string> {
     return HashMap.keys(this.#entries)
   }

@@ -3,6 +3,7 @@
  * change makes a new state sharing almost all of the old one, so the writer can keep the state from
  * before a failed append and carry on from it. The stream version is not here; the writer tracks it.
  */
+import { CompactedTransfers } from "./compacted-transfers.ts"
 import type { AccountFlags, AccountKind, AssetRecord } from "./events.ts"
 import { type ExpiryIndex, emptyExpiryIndex, firstExpiry } from "./expiry-index.ts"
 import { PersistentMap } from "./persistent-map.ts"
@@ -74,14 +75,31 @@ export interface VoidTransfer {
 /** Anything holding a transfer id; ids are unique across all four kinds. */
 export type TransferRecord = SinglePhaseTransfer | PendingTransfer | PostTransfer | VoidTransfer
 
+/** Ids of the transfer records that became final since the last compaction, newest first. */
+export interface FinalIds {
+  readonly transfer_id: string
+  readonly next: FinalIds | null
+}
+
 export interface LedgerState {
   /** The ledger clock: the latest event time seen, epoch ms. Never goes backwards. */
   readonly clock_ms: number
   readonly accounts: PersistentMap<AccountState>
-  /** Every transfer ever recorded, kept for exactly-once retries and for posting and voiding. */
+  /**
+   * Transfer records in full: every reservation still pending, and the final records not compacted
+   * yet. Together with the compacted ones, every transfer ever recorded, for exactly-once retries
+   * and for posting and voiding (`findTransfer` looks in both).
+   */
   readonly transfers: PersistentMap<TransferRecord>
   /** Pending transfers that can lapse, soonest first. */
   readonly expiries: ExpiryIndex
+  /** Where final records go when compacted (`compactTransfers`); shared between states. */
+  readonly compacted: CompactedTransfers
+  /** How many of `compacted`'s entries belong to this state's history. */
+  readonly compacted_count: number
+  /** The records in `transfers` that are final (nothing can change them) and may be compacted. */
+  readonly final_ids: FinalIds | null
+  readonly final_count: number
 }
 
 /** The state of a ledger with no events. */
@@ -90,6 +108,10 @@ export const initialState: LedgerState = {
   accounts: PersistentMap.empty(),
   transfers: PersistentMap.empty(),
   expiries: emptyExpiryIndex,
+  compacted: CompactedTransfers.none,
+  compacted_count: 0,
+  final_ids: null,
+  final_count: 0,
 }
 
 /** When the next reservation lapses (epoch ms), or null; lets a scheduler sleep until then. */

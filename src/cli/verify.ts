@@ -16,6 +16,7 @@ import { eventHash, GENESIS_HASH } from "../../adapters/eventstore/hash.ts"
 import {
   available,
   checkDoubleEntry,
+  compactTransfersWhenDue,
   evolve,
   initialState,
   type LedgerEvent,
@@ -132,7 +133,10 @@ class Verifier {
       return undefined
     }
     try {
-      return evolve(state, { type: event.event_type, data: event.data } as LedgerEvent)
+      // Compacted as it goes, so that checking a ledger of any length needs bounded memory.
+      return compactTransfersWhenDue(
+        evolve(state, { type: event.event_type, data: event.data } as LedgerEvent),
+      )
     } catch (error) {
       this.report(event, `ledger rule broken: ${errorText(error)}`)
       return undefined

@@ -22,11 +22,13 @@ import {
   ledgerStreamId,
 } from "../../domain/ledger/events.ts"
 import {
+  compactTransfersWhenDue,
   decideAndEvolve,
   evolve,
   initialState,
   type LedgerError,
   type LedgerState,
+  rebaseOnCompacted,
 } from "../../domain/ledger/index.ts"
 import { uuidv7 } from "../ids.ts"
 import {
@@ -210,8 +212,8 @@ type FlightOutcome =
 interface InFlightBatch {
   readonly batch: ReadonlyArray<Waiter>
   readonly decided: ReadonlyArray<Outcome>
-  /** The ledger state once this batch is committed. */
-  readonly state: LedgerState
+  /** The ledger state once this batch is committed (rebased when the committed state is compacted). */
+  state: LedgerState
   readonly version_after: number
   /** Idempotency keys this batch writes. */
   readonly keys: ReadonlySet<string>
@@ -430,7 +432,7 @@ export const makeLedgerWriter = (
             `ledger ${slot.stream_id}: expected version ${slot.version + 1}, read ${event.stream_version}`,
           )
         }
-        slot.state = evolve(slot.state, asLedgerEvent(event))
+        slot.state = compactTransfersWhenDue(evolve(slot.state, asLedgerEvent(event)))
         slot.version = event.stream_version
         const { idempotency_key: key, command_fingerprint: fingerprint } = event.metadata
         if (typeof key !== "string") {
@@ -665,6 +667,24 @@ export const makeLedgerWriter = (
     for (const waiter of flight.batch) waiter.reject(cause)
   }
 
+  /**
+   * Compacts the final transfer records of the committed state when enough have gathered, and
+   * rebases the batches in flight (all made from it) on the result. Only committed records are
+   * compacted, so a rolled-back batch never leaves an entry behind that the slot's state must not see.
+   */
+  const compactCommitted = (slot: LedgerSlot) => {
+    const before = slot.state
+    const after = compactTransfersWhenDue(before)
+    if (after === before) return
+    slot.state = after
+    for (const flight of slot.inFlight) {
+      const rebased = rebaseOnCompacted(flight.state, before, after)
+      if (rebased === undefined)
+        throw new Error(`ledger ${slot.stream_id}: a batch in flight was not made from the committed state`)
+      flight.state = rebased
+    }
+  }
+
   /** Answers the oldest in-flight batch; on a failure, unwinds every batch chained on it. */
   const answerOldest = async (slot: LedgerSlot, oldest: InFlightBatch): Promise<void> => {
     const outcome = await oldest.done
@@ -672,6 +692,7 @@ export const makeLedgerWriter = (
     if (outcome.kind === "appended") {
       slot.state = oldest.state
       slot.version = outcome.version
+      compactCommitted(slot)
       settle(slot, oldest.decided, outcome.events)
       return
     }

@@ -5,7 +5,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { makePostgresEventStore } from "../../adapters/eventstore/postgres/event-store.ts"
 import type { LedgerEvent } from "../../domain/ledger/events.ts"
 import { ledgerStreamId } from "../../domain/ledger/events.ts"
-import { evolve, initialState, type LedgerState } from "../../domain/ledger/index.ts"
+import {
+  evolve,
+  finalRecordCountMax,
+  hasTransfer,
+  initialState,
+  type LedgerState,
+} from "../../domain/ledger/index.ts"
 import { type LedgerWriterService, makeLedgerWriter } from "../../src/ledger/writer.ts"
 import type { EventStore } from "../../src/ports/event-store.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
@@ -137,6 +143,11 @@ describe("LedgerWriter", () => {
     expect(successes.filter((r) => !r.success.replayed)).toHaveLength(1)
     const eventIds = new Set(successes.map((r) => r.success.events[0]?.event_id))
     expect(eventIds.size).toBe(1)
+    // A replay answers the original events in full (read back from the store, not kept in memory).
+    const firstRun = successes.find((r) => !r.success.replayed)?.success
+    for (const r of successes) expect(r.success.events).toEqual(firstRun?.events)
+    const later = await run(writer.execute(ledger, command, ctx("key-1")))
+    expect(Result.isSuccess(later) && later.success).toEqual({ ...firstRun, replayed: true })
     const { state } = await foldStream(ledgerStreamId(ledger))
     expect(state.accounts.get("w1")?.credits_posted).toBe(1_010n)
   })
@@ -172,6 +183,7 @@ describe("LedgerWriter", () => {
     )
     if (!Result.isSuccess(retry)) throw new Error("expected success")
     expect(retry.success.replayed).toBe(true)
+    expect(retry.success.events).toEqual(original.success.events)
     expect(retry.success.events.map((e) => e.event_id)).toEqual(
       original.success.events.map((e) => e.event_id),
     )
@@ -333,5 +345,57 @@ describe("LedgerWriter", () => {
       ),
     )
     expect(Result.isSuccess(after)).toBe(true)
+  })
+
+  it("holds in full only the records that can still change: final ones are compacted, and a retry of one is still exact", async () => {
+    const ledger = newLedger()
+    const writer = makeLedgerWriter(store)
+    // A second writer on the same ledger makes the first one lose races, reload and compact anew.
+    const other = makeLedgerWriter(makePostgresEventStore(db.pool))
+    await setup(writer, ledger, 2, 1_000_000n)
+    const count = finalRecordCountMax * 3
+    const results = await Promise.all(
+      Array.from({ length: count }, (_, i) =>
+        run(
+          (i % 3 === 0 ? other : writer).execute(
+            ledger,
+            createTransfers(
+              [transfer(`k${i}`, `w${i % 2}`, `w${(i + 1) % 2}`, 1n + BigInt(i % 5))],
+              1_700_000_004_000,
+            ),
+            ctx(),
+          ),
+        ),
+      ),
+    )
+    expect(results.every(Result.isSuccess)).toBe(true)
+    // A reservation stays in full however many final records pass it.
+    const reserve = createTransfers(
+      [transfer("held", "w0", "w1", 7n, { pending: { timeout_ms: 0 } })],
+      1_700_000_004_001,
+    )
+    expect(Result.isSuccess(await run(writer.execute(ledger, reserve, ctx())))).toBe(true)
+    const check = async (view: LedgerWriterService) => {
+      const { state, version } = await Effect.runPromise(view.snapshot(ledger))
+      expect(state.transfers.size).toBeLessThan(finalRecordCountMax + 1)
+      expect(state.transfers.get("held")).toMatchObject({ kind: "pending", status: "pending" })
+      expect(state.compacted_count).toBeGreaterThan(count - finalRecordCountMax)
+      expect(hasTransfer(state, "k0")).toBe(true)
+      // The first transfer is compacted by now: its exact retry records nothing, a clash is refused.
+      expect(state.transfers.has("k0")).toBe(false)
+      const retry = await run(
+        view.execute(ledger, createTransfers([transfer("k0", "w0", "w1", 1n)], 1_700_000_004_002), ctx()),
+      )
+      if (!Result.isSuccess(retry)) throw new Error(`the retry failed: ${retry.failure._tag}`)
+      expect(retry.success.events).toEqual([])
+      const clash = await run(
+        view.execute(ledger, createTransfers([transfer("k0", "w0", "w1", 2n)], 1_700_000_004_002), ctx()),
+      )
+      expect(Result.isFailure(clash) && clash.failure._tag).toBe("TransferIdAlreadyUsed")
+      expect((await Effect.runPromise(view.snapshot(ledger))).version).toBe(version)
+    }
+    await check(writer)
+    // A writer that loads the ledger from its events (a restart) compacts as it loads.
+    await check(makeLedgerWriter(store))
   })
 })

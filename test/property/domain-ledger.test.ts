@@ -1,4 +1,4 @@
-// Proves the ledger's invariants over random command sequences: double entry holds per asset (pending and posted apart), no constrained account is ever overdrawn, a payment charges exactly amount + fee, and deciding and replaying are deterministic.
+// Proves the ledger's invariants over random command sequences: double entry holds per asset (pending and posted apart), no constrained account is ever overdrawn, a payment charges exactly amount + fee, deciding and replaying are deterministic, and compacting final records changes no decision.
 
 import { Result } from "effect"
 import fc from "fast-check"
@@ -7,9 +7,11 @@ import {
   type AccountKind,
   type AssetRecord,
   checkDoubleEntry,
+  compactTransfers,
   decide,
   decideAndEvolve,
   evolveAll,
+  hasTransfer,
   initialState,
   type LedgerCommand,
   type LedgerEvent,
@@ -17,6 +19,7 @@ import {
   paymentCharge,
   paymentFee,
   paymentTransfers,
+  rebaseOnCompacted,
   type TransferSpec,
 } from "../../domain/ledger/index.ts"
 import { U128_MAX } from "../../domain/money/index.ts"
@@ -201,11 +204,19 @@ const scenario: fc.Arbitrary<ReadonlyArray<LedgerCommand>> = fc
     ]
   })
 
-/** Runs commands from a new ledger; returns every decision and the recorded events in order. */
-function run(commands: ReadonlyArray<LedgerCommand>) {
-  let state = initialState
+/**
+ * Runs commands from a new ledger (or `from`); returns every decision and the recorded events in
+ * order. `compactBefore(i)` compacts the state's final records before the i-th command.
+ */
+function run(
+  commands: ReadonlyArray<LedgerCommand>,
+  from: LedgerState = initialState,
+  compactBefore: (index: number) => boolean = () => false,
+) {
+  let state = from
   const events: Array<LedgerEvent> = []
-  const decisions = commands.map((command) => {
+  const decisions = commands.map((command, index) => {
+    if (compactBefore(index)) state = compactTransfers(state)
     const decided = decideAndEvolve(command, state)
     if (Result.isSuccess(decided)) {
       events.push(...decided.success.events)
@@ -312,6 +323,97 @@ describe("determinism", () => {
         expect(replayed.expiries).toEqual(state.expiries)
       }),
       { numRuns: 100 },
+    )
+  })
+})
+
+/** What a run decided, comparable across runs: each command's events or refusal. */
+const answers = (decisions: ReturnType<typeof run>["decisions"]) =>
+  decisions.map((decided) => (Result.isSuccess(decided) ? decided.success.events : decided.failure))
+
+// Every id the scenarios can use.
+const knownIds = [
+  ...Array.from({ length: 12 }, (_, i) => `t${i}`),
+  ...Array.from({ length: 10 }, (_, i) => `s${i}`),
+  "fund-0",
+  "fund-1",
+  "fund-2",
+]
+
+describe("compaction of final records", () => {
+  // The small id pools make retries of compacted transfers, posts and voids, and clashes with them,
+  // frequent: each is then answered from the compacted entry's digests instead of the record.
+  it("compacting at any points changes no decision, no event and no balance", () => {
+    fc.assert(
+      fc.property(scenario, fc.array(fc.boolean(), { maxLength: 100 }), (commands, points) => {
+        const plain = run(commands)
+        const compacted = run(commands, initialState, (index) => points[index] ?? false)
+        expect(answers(compacted.decisions)).toEqual(answers(plain.decisions))
+        const last = compactTransfers(compacted.state)
+        expect(snapshot(last).accounts).toEqual(snapshot(plain.state).accounts)
+        for (const id of knownIds) expect(hasTransfer(last, id)).toBe(plain.state.transfers.has(id))
+        // Only reservations still pending are left in full.
+        for (const record of last.transfers.values())
+          expect(record.kind === "pending" && record.status === "pending").toBe(true)
+        expectConsistent(last)
+      }),
+      { numRuns: 300 },
+    )
+  })
+
+  it("states that share a store keep their own answers, whichever compacts first (siblings copy)", () => {
+    fc.assert(
+      fc.property(
+        scenario,
+        fc.integer({ min: 0, max: 100 }),
+        fc.array(fc.boolean(), { maxLength: 100 }),
+        (commands, cut, points) => {
+          const split = Math.min(cut, commands.length)
+          const head = commands.slice(0, split)
+          const tail = commands.slice(split)
+          // Two different continuations of one compacted state: the tail, and the tail reversed.
+          const middle = compactTransfers(run(head, initialState, () => true).state)
+          const reference = run(head).state
+          const expectedA = answers(run(tail, reference).decisions)
+          const expectedB = answers(run([...tail].reverse(), reference).decisions)
+          const a = run(tail, middle, (index) => points[index] ?? true)
+          const b = run([...tail].reverse(), middle, (index) => points[index] ?? true)
+          expect(answers(a.decisions)).toEqual(expectedA)
+          expect(answers(b.decisions)).toEqual(expectedB)
+          // And the first branch again, after the second compacted into what it shares.
+          expect(answers(run(tail, middle, (index) => !(points[index] ?? true)).decisions)).toEqual(expectedA)
+          expect(answers(run(tail, compactTransfers(a.state)).decisions)).toEqual(
+            answers(run(tail, a.state).decisions),
+          )
+        },
+      ),
+      { numRuns: 150 },
+    )
+  })
+
+  it("a state made from one that was then compacted is rebased on it without changing an answer", () => {
+    fc.assert(
+      fc.property(scenario, fc.integer({ min: 0, max: 100 }), (commands, cut) => {
+        const split = Math.min(cut, commands.length)
+        const third = Math.floor((commands.length - split) / 2) + split
+        const before = run(commands.slice(0, split)).state
+        const descendant = run(commands.slice(split, third), before).state
+        const after = compactTransfers(before)
+        const rebased = rebaseOnCompacted(descendant, before, after)
+        if (rebased === undefined) throw new Error("a descendant was not rebased")
+        expect(rebased.final_count).toBe(descendant.final_count - before.final_count)
+        expect(rebased.transfers.size).toBe(descendant.transfers.size - before.final_count)
+        const rest = commands.slice(third)
+        expect(answers(run(rest, rebased, () => true).decisions)).toEqual(
+          answers(run(rest, descendant).decisions),
+        )
+        // A state not made from `before` is not rebased.
+        if (before.final_ids !== null) {
+          const stranger = run(commands.slice(split, third)).state
+          expect(rebaseOnCompacted(stranger, before, after)).toBeUndefined()
+        }
+      }),
+      { numRuns: 150 },
     )
   })
 })

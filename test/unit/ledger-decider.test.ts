@@ -24,11 +24,14 @@ import {
   available,
   BalanceOverflow,
   checkDoubleEntry,
+  compactTransfers,
   decide,
   decideAndEvolve,
   ExceedsDebits,
   evolve,
   evolveAll,
+  findTransfer,
+  hasTransfer,
   InsufficientFunds,
   InvalidCode,
   InvalidId,
@@ -219,6 +222,9 @@ function given(...history: ReadonlyArray<LedgerEvent>) {
     },
   }
 }
+
+/** What a decision is expected to be: the events, or the refusal. */
+type LedgerDecisionExpected = ReadonlyArray<LedgerEvent> | LedgerError
 
 /** A funded wallet w1 (1000), an empty wallet w2, and the world account that funded w1. */
 const funded: ReadonlyArray<LedgerEvent> = [
@@ -721,6 +727,188 @@ describe("evolve", () => {
     ],
   ] as const)("crashes on %s", (_name, events) => {
     expect(() => evolveAll(events)).toThrow()
+  })
+})
+
+describe("compacted final records", () => {
+  // Every case is decided twice, on the ledger as replayed and on the same ledger with its final
+  // records compacted: the answers must be the same, and the record must really be compacted.
+  const reservation = reserved("p1", "w1", "w2", 300n, t0, t0 + 10_000)
+  const cases: ReadonlyArray<
+    readonly [string, ReadonlyArray<LedgerEvent>, string, LedgerCommand, LedgerDecisionExpected]
+  > = [
+    ["an exact retry of a transfer", funded, "fund", transfers([spec("fund", "world", "w1", 1_000n)]), []],
+    [
+      "a transfer id used again with another amount",
+      funded,
+      "fund",
+      transfers([spec("fund", "world", "w1", 999n)]),
+      new TransferIdAlreadyUsed({ transfer_id: "fund" }),
+    ],
+    [
+      "a transfer id used again in a group",
+      funded,
+      "fund",
+      transfers([spec("fund", "world", "w1", 1_000n)], t0, "g"),
+      new TransferIdAlreadyUsed({ transfer_id: "fund" }),
+    ],
+    [
+      "a transfer id used again for a reservation",
+      funded,
+      "fund",
+      transfers([spec("fund", "world", "w1", 1_000n, { pending: { timeout_ms: 0 } })]),
+      new TransferIdAlreadyUsed({ transfer_id: "fund" }),
+    ],
+    [
+      "a post of a single-phase transfer",
+      funded,
+      "fund",
+      post("q1", "fund", t0 + 1),
+      new PendingTransferNotFound({ pending_id: "fund" }),
+    ],
+    [
+      "a post of a reservation posted before",
+      [...funded, reservation, posted("q1", "p1", 300n, t0 + 1)],
+      "p1",
+      post("q2", "p1", t0 + 2),
+      new PendingTransferAlreadyPosted({ pending_id: "p1" }),
+    ],
+    [
+      "a void of a reservation voided before",
+      [...funded, reservation, voided("v1", "p1", t0 + 1)],
+      "p1",
+      cancel("v2", "p1", t0 + 2),
+      new PendingTransferAlreadyVoided({ pending_id: "p1" }),
+    ],
+    [
+      "a post of a reservation that expired",
+      [...funded, reservation, expired("p1", t0 + 10_000)],
+      "p1",
+      post("q2", "p1", t0 + 10_001),
+      new PendingTransferAlreadyExpired({ pending_id: "p1" }),
+    ],
+    [
+      "an exact retry of a reservation that was posted",
+      [...funded, reservation, posted("q1", "p1", 300n, t0 + 1)],
+      "p1",
+      transfers([spec("p1", "w1", "w2", 300n, { pending: { timeout_ms: 10_000 } })], t0 + 2),
+      [],
+    ],
+    [
+      "a reservation id used again with another timeout",
+      [...funded, reservation, posted("q1", "p1", 300n, t0 + 1)],
+      "p1",
+      transfers([spec("p1", "w1", "w2", 300n, { pending: { timeout_ms: 9_999 } })], t0 + 2),
+      new TransferIdAlreadyUsed({ transfer_id: "p1" }),
+    ],
+    [
+      "a retried post in full, the amount omitted",
+      [...funded, reservation, posted("q1", "p1", 300n, t0 + 1)],
+      "q1",
+      post("q1", "p1", t0 + 2),
+      [],
+    ],
+    [
+      "a retried post in full, the amount given",
+      [...funded, reservation, posted("q1", "p1", 300n, t0 + 1)],
+      "q1",
+      post("q1", "p1", t0 + 2, 300n),
+      [],
+    ],
+    [
+      "a retried partial post, the amount given",
+      [...funded, reservation, posted("q1", "p1", 120n, t0 + 1)],
+      "q1",
+      post("q1", "p1", t0 + 2, 120n),
+      [],
+    ],
+    [
+      "a retried partial post with the amount omitted (that would be in full)",
+      [...funded, reservation, posted("q1", "p1", 120n, t0 + 1)],
+      "q1",
+      post("q1", "p1", t0 + 2),
+      new TransferIdAlreadyUsed({ transfer_id: "q1" }),
+    ],
+    [
+      "a post id used again for another reservation",
+      [...funded, reservation, posted("q1", "p1", 300n, t0 + 1)],
+      "q1",
+      post("q1", "fund", t0 + 2, 300n),
+      new TransferIdAlreadyUsed({ transfer_id: "q1" }),
+    ],
+    [
+      "a post id used again for a void",
+      [...funded, reservation, posted("q1", "p1", 300n, t0 + 1)],
+      "q1",
+      cancel("q1", "p1", t0 + 2),
+      new TransferIdAlreadyUsed({ transfer_id: "q1" }),
+    ],
+    [
+      "a retried void",
+      [...funded, reservation, voided("v1", "p1", t0 + 1)],
+      "v1",
+      cancel("v1", "p1", t0 + 2),
+      [],
+    ],
+    [
+      "a void id used again for a post",
+      [...funded, reservation, voided("v1", "p1", t0 + 1)],
+      "v1",
+      post("v1", "p1", t0 + 2),
+      new TransferIdAlreadyUsed({ transfer_id: "v1" }),
+    ],
+    [
+      "a void id used again for a transfer",
+      [...funded, reservation, voided("v1", "p1", t0 + 1)],
+      "v1",
+      transfers([spec("v1", "w1", "w2", 1n)], t0 + 2),
+      new TransferIdAlreadyUsed({ transfer_id: "v1" }),
+    ],
+  ]
+
+  it.each(cases)(
+    "%s: answered alike, compacted or not",
+    (_name, history, compacted_id, command, expected) => {
+      const full = evolveAll(history)
+      const compacted = compactTransfers(full)
+      expect(full.transfers.has(compacted_id)).toBe(true)
+      expect(compacted.transfers.has(compacted_id)).toBe(false)
+      expect(findTransfer(compacted, compacted_id)).toMatchObject({ kind: "compacted" })
+      const answer = Array.isArray(expected) ? Result.succeed(expected) : Result.fail(expected)
+      expect(decide(command, full)).toEqual(answer)
+      expect(decide(command, compacted)).toEqual(answer)
+    },
+  )
+
+  it("keeps a reservation still pending in full, to be posted later", () => {
+    const compacted = compactTransfers(evolveAll([...funded, reserved("p1", "w1", "w2", 300n, t0, null)]))
+    expect(compacted.transfers.has("p1")).toBe(true)
+    expect(compacted.transfers.has("fund")).toBe(false)
+    expect(compacted.final_count).toBe(0)
+    const after = evolveAll(Result.getOrThrow(decide(post("q1", "p1", t0 + 1), compacted)), compacted)
+    expect(balances(after, "w2")).toMatchObject({ credits_posted: 300n, credits_pending: 0n })
+  })
+
+  it("an id taken by a compacted record cannot be recorded again, even by a corrupt stream", () => {
+    const compacted = compactTransfers(evolveAll(funded))
+    expect(hasTransfer(compacted, "fund")).toBe(true)
+    expect(hasTransfer(compacted, "nope")).toBe(false)
+    expect(() => evolve(compacted, created("fund", "world", "w1", 1n))).toThrow("a transfer id is used once")
+  })
+
+  it("a state compacted earlier does not see what a later one compacted into the same store", () => {
+    const early = compactTransfers(evolveAll(funded))
+    const later = compactTransfers(evolve(early, created("t1", "w1", "w2", 5n, t0 + 1)))
+    expect(later.compacted).toBe(early.compacted)
+    expect(hasTransfer(later, "t1")).toBe(true)
+    expect(hasTransfer(early, "t1")).toBe(false)
+    // A sibling of `later` compacting its own t1 gets its own store, and its own answer.
+    const sibling = compactTransfers(evolve(early, created("t1", "w1", "w2", 7n, t0 + 1)))
+    expect(sibling.compacted).not.toBe(early.compacted)
+    expect(decide(transfers([spec("t1", "w1", "w2", 7n)], t0 + 2), sibling)).toEqual(Result.succeed([]))
+    expect(decide(transfers([spec("t1", "w1", "w2", 7n)], t0 + 2), later)).toEqual(
+      Result.fail(new TransferIdAlreadyUsed({ transfer_id: "t1" })),
+    )
   })
 })
 

@@ -6,6 +6,7 @@ import { Effect } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import type { TokenSymbol } from "../../../domain/chains/registry.ts"
+import { hasTransfer } from "../../../domain/ledger/index.ts"
 import {
   chainTokens,
   isWalletChain,
@@ -218,8 +219,7 @@ const faucet = (payload: { wallet_id: string; token: string; amount: number | st
         const transfer_id =
           ticket === undefined ? newId("fct") : faucetTransferId(caller, ticket.idempotency_key)
         const credited =
-          ticket !== undefined &&
-          (yield* platform.writer.snapshot(ledger)).state.transfers.get(transfer_id) !== undefined
+          ticket !== undefined && hasTransfer((yield* platform.writer.snapshot(ledger)).state, transfer_id)
         // Where the wallet's chain runs locally, the tokens exist on chain too (with gas to move them).
         if (running?.fund != null && !credited) {
           const fund = running.fund

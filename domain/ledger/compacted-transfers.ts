@@ -1,0 +1,266 @@
+/**
+ * Final transfer records, kept compact: what a ledger must still know about a transfer that can no
+ * longer change (a single-phase transfer, a post, a void, a reservation that was posted, voided or
+ * expired) is only whether its id is taken, whether a retry repeats it, and, for a reservation,
+ * how it ended and its amount. Held as objects in the state's persistent map, each such record
+ * cost about 0.4 KB of heap that the garbage collector marks again at every full collection, for
+ * ever; here it costs 49 bytes of typed arrays (plus the hash table's slots), which the collector
+ * never looks into.
+ *
+ * - An entry holds the SHA-256 of the transfer id (first 16 bytes), the SHA-256 of the fields a
+ *   retry must repeat (`transferRetryDigest`, `postRetryDigest`, `voidRetryDigest`; first 16
+ *   bytes), the amount (u128) and the record's kind. Two different ids or two different retries
+ *   would have to collide in 128 bits to be confused.
+ * - Entries are only appended, and numbered in order. A ledger state sees the first
+ *   `compacted_count` of them (`find`'s `visible`), so states keep their value semantics: a state
+ *   never sees an entry its own history did not put there, even when a later or a sibling state
+ *   appended more to the same store (see `compactTransfers`, which copies on a real branch).
+ */
+import { hash } from "node:crypto"
+import { assert } from "../assert.ts"
+import { U128_MAX } from "../money/amount.ts"
+
+/** How a compacted record ended; reservations keep their final status. */
+export type CompactedKind =
+  | "single_phase"
+  | "pending_posted"
+  | "pending_voided"
+  | "pending_expired"
+  | "post"
+  | "void"
+
+/** Every kind, in the order of the codes an entry stores. */
+export const compactedKinds: ReadonlyArray<CompactedKind> = [
+  "single_phase",
+  "pending_posted",
+  "pending_voided",
+  "pending_expired",
+  "post",
+  "void",
+]
+
+/** The first 16 bytes of a SHA-256, as four little-endian 32-bit words. */
+export type Digest = readonly [number, number, number, number]
+
+/** A compacted record as the decider sees it (see the module comment). */
+export interface CompactedTransfer {
+  readonly kind: "compacted"
+  readonly record_kind: CompactedKind
+  readonly amount: bigint
+  readonly retry_digest: Digest
+}
+
+const digestOf = (text: string): Digest => {
+  const bytes = hash("sha256", text, "buffer")
+  return [bytes.readUInt32LE(0), bytes.readUInt32LE(4), bytes.readUInt32LE(8), bytes.readUInt32LE(12)]
+}
+
+// The decider looks an id up and `evolve` asserts it unused right after: the same few ids are
+// digested twice in a row, so the last ones are remembered.
+const recentIdsMax = 8
+const recentIds: Array<string> = []
+const recentDigests: Array<Digest> = []
+
+/** The digest an entry is found by. */
+export function idDigest(transfer_id: string): Digest {
+  const at = recentIds.indexOf(transfer_id)
+  if (at >= 0) return recentDigests[at] as Digest
+  const digest = digestOf(transfer_id)
+  if (recentIds.length === recentIdsMax) {
+    recentIds.shift()
+    recentDigests.shift()
+  }
+  recentIds.push(transfer_id)
+  recentDigests.push(digest)
+  return digest
+}
+
+/** What a retried transfer must repeat, as the decider compares it (kind and timeout included). */
+export interface TransferRetryFields {
+  /** Null for a single-phase transfer. */
+  readonly pending_timeout_ms: number | null
+  readonly debit_account_id: string
+  readonly credit_account_id: string
+  readonly amount: bigint
+  readonly code: number
+  readonly user_data: string | null
+  readonly linked_group_id: string | null
+}
+
+/** The retry digest of a single-phase or pending transfer. */
+export function transferRetryDigest(fields: TransferRetryFields): Digest {
+  return digestOf(
+    JSON.stringify([
+      fields.pending_timeout_ms === null ? "single_phase" : "pending",
+      fields.pending_timeout_ms,
+      fields.debit_account_id,
+      fields.credit_account_id,
+      fields.amount.toString(),
+      fields.code,
+      fields.user_data,
+      fields.linked_group_id,
+    ]),
+  )
+}
+
+/** The retry digest of a post: the reservation it settles and the amount it posted. */
+export function postRetryDigest(pending_id: string, amount: bigint): Digest {
+  return digestOf(JSON.stringify(["post", pending_id, amount.toString()]))
+}
+
+/** The retry digest of a void: the reservation it released. */
+export function voidRetryDigest(pending_id: string): Digest {
+  return digestOf(JSON.stringify(["void", pending_id]))
+}
+
+export function sameDigest(a: Digest, b: Digest): boolean {
+  return a[0] === b[0] && a[1] === b[1] && a[2] === b[2] && a[3] === b[3]
+}
+
+/** One entry to append. */
+export interface CompactedEntry {
+  readonly id_digest: Digest
+  readonly record_kind: CompactedKind
+  readonly amount: bigint
+  readonly retry_digest: Digest
+}
+
+// Per entry: id digest (4 words), retry digest (4), amount (4, least significant first).
+const entryWords = 12
+const initialCapacity = 64
+
+/**
+ * The append-only store behind compacted records: entries in typed arrays, found by an open-
+ * addressing hash table (linear probing, at most half full) of entry numbers.
+ */
+export class CompactedTransfers {
+  /** The store of a state that never compacted; never appended to (`appendable` is false). */
+  static readonly none = new CompactedTransfers(0, false)
+
+  #words: Uint32Array
+  #kinds: Uint8Array
+  /** Entry number + 1; 0 is an empty slot. */
+  #slots: Int32Array
+  #count = 0
+  readonly appendable: boolean
+
+  /** `capacity` is a power of two (or 0), so the slots' count is one too and masks a hash. */
+  private constructor(capacity: number, appendable: boolean) {
+    assert(capacity === 0 || (capacity & (capacity - 1)) === 0, "a capacity is a power of two")
+    this.#words = new Uint32Array(capacity * entryWords)
+    this.#kinds = new Uint8Array(capacity)
+    this.#slots = new Int32Array(Math.max(2, capacity * 2))
+    this.appendable = appendable
+  }
+
+  /** A new, empty store. */
+  static create(): CompactedTransfers {
+    return new CompactedTransfers(initialCapacity, true)
+  }
+
+  /** Entries appended so far, by every state sharing this store. */
+  get count(): number {
+    return this.#count
+  }
+
+  /** The entry number of `id`'s digest among the first `visible` entries, or -1. */
+  find(id: Digest, visible: number): number {
+    const slots = this.#slots
+    const mask = slots.length - 1
+    for (let slot = id[0] & mask; ; slot = (slot + 1) & mask) {
+      const stored = slots[slot] as number
+      if (stored === 0) return -1
+      const entry = stored - 1
+      if (entry < visible && this.#idAt(entry, id)) return entry
+    }
+  }
+
+  /** The record of entry number `entry`. */
+  at(entry: number): CompactedTransfer {
+    assert(entry >= 0 && entry < this.#count, "a compacted entry exists")
+    const words = this.#words
+    const base = entry * entryWords
+    let amount = 0n
+    for (let word = 3; word >= 0; word -= 1)
+      amount = (amount << 32n) | BigInt(words[base + 8 + word] as number)
+    return {
+      kind: "compacted",
+      record_kind: compactedKinds[this.#kinds[entry] as number] as CompactedKind,
+      amount,
+      retry_digest: [
+        words[base + 4] as number,
+        words[base + 5] as number,
+        words[base + 6] as number,
+        words[base + 7] as number,
+      ],
+    }
+  }
+
+  /** Appends an entry (its id must not be among the entries yet); returns its number. */
+  append(entry: CompactedEntry): number {
+    assert(this.appendable, "the shared empty store is never appended to")
+    assert(entry.amount >= 0n && entry.amount <= U128_MAX, "a compacted amount fits u128")
+    if (this.#count === this.#kinds.length) this.#grow()
+    const number = this.#count
+    const words = this.#words
+    const base = number * entryWords
+    words.set(entry.id_digest, base)
+    words.set(entry.retry_digest, base + 4)
+    let amount = entry.amount
+    for (let word = 0; word < 4; word += 1) {
+      words[base + 8 + word] = Number(amount & 0xffff_ffffn)
+      amount >>= 32n
+    }
+    this.#kinds[number] = compactedKinds.indexOf(entry.record_kind)
+    this.#count += 1
+    this.#index(number)
+    return number
+  }
+
+  /** A new store holding this one's first `count` entries (a branch's own copy). */
+  copyOf(count: number): CompactedTransfers {
+    assert(count >= 0 && count <= this.#count, "a copy takes entries that exist")
+    let capacity = initialCapacity
+    while (capacity < count) capacity *= 2
+    const copy = new CompactedTransfers(capacity, true)
+    copy.#words.set(this.#words.subarray(0, count * entryWords))
+    copy.#kinds.set(this.#kinds.subarray(0, count))
+    copy.#count = count
+    for (let entry = 0; entry < count; entry += 1) copy.#index(entry)
+    return copy
+  }
+
+  #idAt(entry: number, id: Digest): boolean {
+    const words = this.#words
+    const base = entry * entryWords
+    return (
+      words[base] === id[0] &&
+      words[base + 1] === id[1] &&
+      words[base + 2] === id[2] &&
+      words[base + 3] === id[3]
+    )
+  }
+
+  #index(entry: number): void {
+    const slots = this.#slots
+    const mask = slots.length - 1
+    for (let slot = (this.#words[entry * entryWords] as number) & mask; ; slot = (slot + 1) & mask) {
+      if (slots[slot] === 0) {
+        slots[slot] = entry + 1
+        return
+      }
+    }
+  }
+
+  #grow(): void {
+    const capacity = Math.max(initialCapacity, this.#kinds.length * 2)
+    const words = new Uint32Array(capacity * entryWords)
+    words.set(this.#words)
+    const kinds = new Uint8Array(capacity)
+    kinds.set(this.#kinds)
+    this.#words = words
+    this.#kinds = kinds
+    this.#slots = new Int32Array(capacity * 2)
+    for (let entry = 0; entry < this.#count; entry += 1) this.#index(entry)
+  }
+}

@@ -1,0 +1,159 @@
+/**
+ * Compaction of final transfer records: `compactTransfers` moves the records that can no longer
+ * change from the state's persistent map into its compacted store (compacted-transfers.ts), so a
+ * ledger's heap holds its open reservations and its recent records, not every transfer it ever
+ * made. Deciding a command gives the same answer on a compacted state as on the state before:
+ * `findTransfer` finds a record in either place, and the decider compares a retry with a compacted
+ * record through its retry digest.
+ */
+import { assert, assertNever } from "../assert.ts"
+import {
+  type CompactedEntry,
+  type CompactedKind,
+  type CompactedTransfer,
+  CompactedTransfers,
+  idDigest,
+  postRetryDigest,
+  transferRetryDigest,
+  voidRetryDigest,
+} from "./compacted-transfers.ts"
+import { finalRecordCountMax } from "./limits.ts"
+import type { FinalIds, LedgerState, PendingStatus, TransferRecord } from "./state.ts"
+
+/** The record of `transfer_id` in full, or compacted, or undefined when the id was never used. */
+export function findTransfer(
+  state: LedgerState,
+  transfer_id: string,
+): TransferRecord | CompactedTransfer | undefined {
+  const record = state.transfers.get(transfer_id)
+  if (record !== undefined || state.compacted_count === 0) return record
+  const entry = state.compacted.find(idDigest(transfer_id), state.compacted_count)
+  return entry < 0 ? undefined : state.compacted.at(entry)
+}
+
+/** True when `transfer_id` names a recorded transfer (of any kind). */
+export function hasTransfer(state: LedgerState, transfer_id: string): boolean {
+  if (state.transfers.has(transfer_id)) return true
+  if (state.compacted_count === 0) return false
+  return state.compacted.find(idDigest(transfer_id), state.compacted_count) >= 0
+}
+
+function finalStatusKind(status: PendingStatus): CompactedKind {
+  assert(status !== "pending", "a pending reservation is not final")
+  return `pending_${status}`
+}
+
+/** What a final record keeps once compacted. */
+function entryOf(record: TransferRecord): CompactedEntry {
+  const id_digest = idDigest(record.transfer_id)
+  switch (record.kind) {
+    case "single_phase":
+    case "pending": {
+      const record_kind = record.kind === "single_phase" ? "single_phase" : finalStatusKind(record.status)
+      const retry_digest = transferRetryDigest({
+        pending_timeout_ms: record.kind === "pending" ? record.timeout_ms : null,
+        debit_account_id: record.debit_account_id,
+        credit_account_id: record.credit_account_id,
+        amount: record.amount,
+        code: record.code,
+        user_data: record.user_data,
+        linked_group_id: record.linked_group_id,
+      })
+      return { id_digest, record_kind, amount: record.amount, retry_digest }
+    }
+    case "post":
+      return {
+        id_digest,
+        record_kind: "post",
+        amount: record.amount,
+        retry_digest: postRetryDigest(record.pending_id, record.amount),
+      }
+    case "void":
+      return { id_digest, record_kind: "void", amount: 0n, retry_digest: voidRetryDigest(record.pending_id) }
+    default:
+      return assertNever(record)
+  }
+}
+
+/**
+ * The store `state` compacts into: its own, appended in place, unless entries were appended to it
+ * since by a state on another branch of the history, which `state` must not see: then a copy of
+ * `state`'s own entries. (The writer never branches: it compacts committed states and rebases the
+ * states in flight on them, `rebaseOnCompacted`.)
+ */
+function storeFor(state: LedgerState): CompactedTransfers {
+  const { compacted: store, compacted_count: count } = state
+  if (!store.appendable) return CompactedTransfers.create()
+  return store.count === count ? store : store.copyOf(count)
+}
+
+/**
+ * `state` with its final records compacted: the same ledger, deciding every command the same way,
+ * holding in full only its pending reservations and nothing final.
+ * @example const smaller = compactTransfers(state) // smaller.final_count === 0
+ */
+export function compactTransfers(state: LedgerState): LedgerState {
+  if (state.final_ids === null) return state
+  const ids: Array<string> = []
+  const entries: Array<CompactedEntry> = []
+  for (let final: FinalIds | null = state.final_ids; final !== null; final = final.next) {
+    const record = state.transfers.get(final.transfer_id)
+    assert(record !== undefined, "a final record is in full until compacted")
+    ids.push(final.transfer_id)
+    entries.push(entryOf(record))
+  }
+  // Oldest first, so entries are numbered in the order their records were made.
+  ids.reverse()
+  entries.reverse()
+  const store = storeFor(state)
+  for (const entry of entries) store.append(entry)
+  return {
+    ...state,
+    transfers: state.transfers.withoutAll(ids),
+    compacted: store,
+    compacted_count: store.count,
+    final_ids: null,
+    final_count: 0,
+  }
+}
+
+/** `compactTransfers(state)` once `state` holds `finalRecordCountMax` final records in full, else `state`. */
+export function compactTransfersWhenDue(state: LedgerState): LedgerState {
+  return state.final_count >= finalRecordCountMax ? compactTransfers(state) : state
+}
+
+/**
+ * `descendant`, a state made from `before` by later events, as if made from `after`, which is
+ * `before` compacted: the records `after` compacted are dropped from it in full, and it sees their
+ * entries. Undefined when `descendant` was not made from `before`.
+ */
+export function rebaseOnCompacted(
+  descendant: LedgerState,
+  before: LedgerState,
+  after: LedgerState,
+): LedgerState | undefined {
+  if (descendant === before) return after
+  // `descendant`'s final ids are its own, newest first, then `before`'s (the very same list).
+  const own: Array<string> = []
+  let final = descendant.final_ids
+  for (; final !== before.final_ids; final = final.next) {
+    if (final === null) return undefined
+    own.push(final.transfer_id)
+  }
+  if (descendant.compacted !== before.compacted || descendant.compacted_count !== before.compacted_count)
+    return undefined
+  let final_ids: FinalIds | null = null
+  for (let index = own.length - 1; index >= 0; index -= 1)
+    final_ids = { transfer_id: own[index] as string, next: final_ids }
+  const compacted: Array<string> = []
+  for (let final: FinalIds | null = before.final_ids; final !== null; final = final.next)
+    compacted.push(final.transfer_id)
+  return {
+    ...descendant,
+    transfers: descendant.transfers.withoutAll(compacted),
+    compacted: after.compacted,
+    compacted_count: after.compacted_count,
+    final_ids,
+    final_count: own.length,
+  }
+}

@@ -1,0 +1,101 @@
+// Proves the compacted transfers' store: entries survive growth and copies bit for bit, each is found by its id's digest among the entries a state sees and never beyond them, and amounts keep all 128 bits.
+import { describe, expect, it } from "vitest"
+import {
+  type CompactedEntry,
+  type CompactedKind,
+  CompactedTransfers,
+  compactedKinds,
+  idDigest,
+  postRetryDigest,
+  transferRetryDigest,
+  voidRetryDigest,
+} from "../../domain/ledger/compacted-transfers.ts"
+import { U128_MAX } from "../../domain/money/index.ts"
+
+const entry = (index: number): CompactedEntry => ({
+  id_digest: idDigest(`transfer-${index}`),
+  record_kind: compactedKinds[index % compactedKinds.length] as CompactedKind,
+  amount: index % 3 === 0 ? U128_MAX - BigInt(index) : BigInt(index) * 1_000_003n,
+  retry_digest: voidRetryDigest(`pending-${index}`),
+})
+
+function filled(count: number): CompactedTransfers {
+  const store = CompactedTransfers.create()
+  for (let index = 0; index < count; index += 1) expect(store.append(entry(index))).toBe(index)
+  return store
+}
+
+describe("CompactedTransfers", () => {
+  it("finds every entry after growing many times, with its kind, amount and retry digest", () => {
+    const count = 20_000
+    const store = filled(count)
+    expect(store.count).toBe(count)
+    for (let index = 0; index < count; index += 1) {
+      const expected = entry(index)
+      const found = store.find(expected.id_digest, count)
+      expect(found).toBe(index)
+      expect(store.at(found)).toEqual({
+        kind: "compacted",
+        record_kind: expected.record_kind,
+        amount: expected.amount,
+        retry_digest: expected.retry_digest,
+      })
+    }
+    expect(store.find(idDigest("transfer-never"), count)).toBe(-1)
+  })
+
+  it("a state sees only the entries it counts, and a copy holds only those", () => {
+    const store = filled(1_000)
+    expect(store.find(entry(600).id_digest, 600)).toBe(-1)
+    expect(store.find(entry(599).id_digest, 600)).toBe(599)
+    const copy = store.copyOf(600)
+    expect(copy.count).toBe(600)
+    expect(copy.find(entry(600).id_digest, copy.count)).toBe(-1)
+    expect(copy.at(599)).toEqual(store.at(599))
+    // The copy grows on its own; the original is untouched.
+    expect(copy.append(entry(5_000))).toBe(600)
+    expect(store.find(entry(5_000).id_digest, store.count)).toBe(-1)
+    expect(store.at(600)).toEqual(filled(601).at(600))
+  })
+
+  it("keeps 0 and the largest u128 amount exactly", () => {
+    const store = CompactedTransfers.create()
+    store.append({ ...entry(1), amount: 0n })
+    store.append({ ...entry(2), amount: U128_MAX })
+    expect(store.at(0).amount).toBe(0n)
+    expect(store.at(1).amount).toBe(U128_MAX)
+    expect(() => store.append({ ...entry(3), amount: U128_MAX + 1n })).toThrow()
+  })
+
+  it("the shared empty store is never appended to", () => {
+    expect(CompactedTransfers.none.appendable).toBe(false)
+    expect(() => CompactedTransfers.none.append(entry(1))).toThrow()
+  })
+
+  it("retry digests tell every field apart, and null from the text 'null'", () => {
+    const base = {
+      pending_timeout_ms: null,
+      debit_account_id: "a",
+      credit_account_id: "b",
+      amount: 5n,
+      code: 1,
+      user_data: null,
+      linked_group_id: null,
+    }
+    const variants = [
+      base,
+      { ...base, pending_timeout_ms: 0 },
+      { ...base, pending_timeout_ms: 1 },
+      { ...base, debit_account_id: "b", credit_account_id: "a" },
+      { ...base, amount: 6n },
+      { ...base, code: 2 },
+      { ...base, user_data: "null" },
+      { ...base, user_data: "" },
+      { ...base, linked_group_id: "null" },
+    ]
+    const digests = variants.map((fields) => transferRetryDigest(fields).join(","))
+    digests.push(postRetryDigest("p", 5n).join(","), voidRetryDigest("p").join(","))
+    expect(new Set(digests).size).toBe(digests.length)
+    expect(transferRetryDigest({ ...base })).toEqual(transferRetryDigest(base))
+  })
+})
