@@ -189,9 +189,14 @@ interface Waiter {
   alone: boolean
 }
 
+/**
+ * What a used idempotency key answers: the stream versions of its command's events, read back from
+ * the store on a replay (rare) rather than held in memory for every key ever used.
+ */
 interface IdempotencyEntry {
   readonly fingerprint: string
-  readonly events: ReadonlyArray<RecordedEvent>
+  /** The command's first event's version; `stream_version` + 1 when it recorded none. */
+  readonly first_version: number
   readonly stream_version: number
 }
 
@@ -409,17 +414,13 @@ export const makeLedgerWriter = (
     // A key is written by one command only (a later use is a replay or a rejection, never written),
     // so the consecutive events carrying a key are that command's stored result. Its first event
     // also carries the command's fingerprint.
-    let command: { key: string; fingerprint: string; events: Array<RecordedEvent> } | undefined
+    let command:
+      | { key: string; fingerprint: string; first_version: number; stream_version: number }
+      | undefined
     const closeCommand = () => {
       if (command === undefined) return
-      const last = command.events[command.events.length - 1]
-      if (last !== undefined) {
-        slot.idempotency.set(command.key, {
-          fingerprint: command.fingerprint,
-          events: command.events,
-          stream_version: last.stream_version,
-        })
-      }
+      const { key, ...entry } = command
+      slot.idempotency.set(key, entry)
       command = undefined
     }
     for (;;) {
@@ -438,12 +439,17 @@ export const makeLedgerWriter = (
         if (typeof key !== "string") {
           closeCommand()
         } else if (command?.key === key) {
-          command.events.push(event)
+          command.stream_version = event.stream_version
         } else {
           closeCommand()
           if (typeof fingerprint !== "string")
             throw new Error(`ledger ${slot.stream_id}: key ${key} without fingerprint`)
-          command = { key, fingerprint, events: [event] }
+          command = {
+            key,
+            fingerprint,
+            first_version: event.stream_version,
+            stream_version: event.stream_version,
+          }
         }
       }
       if (page.length < load_page_events) break
@@ -528,6 +534,20 @@ export const makeLedgerWriter = (
     return { state, events, decided }
   }
 
+  /** The events of an earlier command, read back from the store. */
+  const replay = async (slot: LedgerSlot, entry: IdempotencyEntry): Promise<ReadonlyArray<RecordedEvent>> => {
+    const count = entry.stream_version - entry.first_version + 1
+    if (count <= 0) return []
+    const events = await Effect.runPromise(
+      store.readStream(slot.stream_id, { from_version: entry.first_version, max_count: count }),
+    )
+    if (events.length !== count)
+      throw new Error(
+        `ledger ${slot.stream_id}: a replay read ${events.length} of its command's ${count} events`,
+      )
+    return events
+  }
+
   const settle = (
     slot: LedgerSlot,
     decided: ReadonlyArray<Outcome>,
@@ -541,16 +561,23 @@ export const makeLedgerWriter = (
           const stream_version = events[events.length - 1]?.stream_version ?? slot.version
           const result: CommandResult = { events, stream_version, replayed: false }
           const key = waiter.context.idempotency_key ?? null
-          if (key !== null)
-            slot.idempotency.set(key, { fingerprint: waiter.fingerprint, events, stream_version })
+          if (key !== null) {
+            const first_version = events[0]?.stream_version ?? stream_version + 1
+            slot.idempotency.set(key, { fingerprint: waiter.fingerprint, first_version, stream_version })
+          }
           results.push(result)
           waiter.resolve(Result.succeed(result))
           break
         }
         case "replay": {
-          const { events, stream_version } = outcome.entry
           results.push(undefined)
-          waiter.resolve(Result.succeed({ events, stream_version, replayed: true }))
+          replay(slot, outcome.entry).then(
+            (events) =>
+              waiter.resolve(
+                Result.succeed({ events, stream_version: outcome.entry.stream_version, replayed: true }),
+              ),
+            waiter.reject,
+          )
           break
         }
         case "same_batch": {
