@@ -65,7 +65,9 @@ const recentDigests: Array<Digest> = []
 export function idDigest(transfer_id: string): Digest {
   const at = recentIds.indexOf(transfer_id)
   if (at >= 0) return recentDigests[at] as Digest
-  const digest = digestOf(transfer_id)
+  // As JSON, which escapes a lone surrogate: SHA-256 hashes UTF-8, where every lone surrogate
+  // becomes U+FFFD, so "t\uD800" and "t\uFFFD" would share a digest.
+  const digest = digestOf(JSON.stringify(transfer_id))
   if (recentIds.length === recentIdsMax) {
     recentIds.shift()
     recentDigests.shift()

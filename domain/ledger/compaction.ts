@@ -125,7 +125,8 @@ export function compactTransfersWhenDue(state: LedgerState): LedgerState {
 /**
  * `descendant`, a state made from `before` by later events, as if made from `after`, which is
  * `before` compacted: the records `after` compacted are dropped from it in full, and it sees their
- * entries. Undefined when `descendant` was not made from `before`.
+ * entries. Undefined when `descendant` does not hold every one of those records, the very objects
+ * `before` holds (so they are in its history), or does not share `before`'s compacted entries.
  */
 export function rebaseOnCompacted(
   descendant: LedgerState,
@@ -133,21 +134,29 @@ export function rebaseOnCompacted(
   after: LedgerState,
 ): LedgerState | undefined {
   if (descendant === before) return after
-  // `descendant`'s final ids are its own, newest first, then `before`'s (the very same list).
+  if (descendant.compacted !== before.compacted || descendant.compacted_count !== before.compacted_count)
+    return undefined
+  // `descendant`'s final ids are its own, newest first, then `before`'s, in the same order (the same
+  // list, or a copy of it when `descendant` was rebased before).
+  const own_count = descendant.final_count - before.final_count
+  if (own_count < 0) return undefined
   const own: Array<string> = []
   let final = descendant.final_ids
-  for (; final !== before.final_ids; final = final.next) {
+  for (; own.length < own_count; final = final.next) {
     if (final === null) return undefined
     own.push(final.transfer_id)
   }
-  if (descendant.compacted !== before.compacted || descendant.compacted_count !== before.compacted_count)
-    return undefined
+  const compacted: Array<string> = []
+  for (let theirs = before.final_ids; theirs !== null; theirs = theirs.next, final = final.next) {
+    if (final === null || final.transfer_id !== theirs.transfer_id) return undefined
+    const record = before.transfers.get(theirs.transfer_id)
+    if (record === undefined || descendant.transfers.get(theirs.transfer_id) !== record) return undefined
+    compacted.push(theirs.transfer_id)
+  }
+  if (final !== null) return undefined
   let final_ids: FinalIds | null = null
   for (let index = own.length - 1; index >= 0; index -= 1)
     final_ids = { transfer_id: own[index] as string, next: final_ids }
-  const compacted: Array<string> = []
-  for (let final: FinalIds | null = before.final_ids; final !== null; final = final.next)
-    compacted.push(final.transfer_id)
   return {
     ...descendant,
     transfers: descendant.transfers.withoutAll(compacted),

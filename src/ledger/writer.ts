@@ -703,13 +703,14 @@ export const makeLedgerWriter = (
     const before = slot.state
     const after = compactTransfersWhenDue(before)
     if (after === before) return
+    const rebased = slot.inFlight.map((flight) => rebaseOnCompacted(flight.state, before, after))
+    // Every batch in flight was made from the committed state, so each rebases; were one not to,
+    // the state stays as it is (in full, as correct) rather than leave that batch on another base.
+    if (rebased.some((state) => state === undefined)) return
     slot.state = after
-    for (const flight of slot.inFlight) {
-      const rebased = rebaseOnCompacted(flight.state, before, after)
-      if (rebased === undefined)
-        throw new Error(`ledger ${slot.stream_id}: a batch in flight was not made from the committed state`)
-      flight.state = rebased
-    }
+    slot.inFlight.forEach((flight, index) => {
+      flight.state = rebased[index] as LedgerState
+    })
   }
 
   /** Answers the oldest in-flight batch; on a failure, unwinds every batch chained on it. */

@@ -347,55 +347,58 @@ describe("LedgerWriter", () => {
     expect(Result.isSuccess(after)).toBe(true)
   })
 
-  it("holds in full only the records that can still change: final ones are compacted, and a retry of one is still exact", async () => {
-    const ledger = newLedger()
-    const writer = makeLedgerWriter(store)
-    // A second writer on the same ledger makes the first one lose races, reload and compact anew.
-    const other = makeLedgerWriter(makePostgresEventStore(db.pool))
-    await setup(writer, ledger, 2, 1_000_000n)
-    const count = finalRecordCountMax * 3
-    const results = await Promise.all(
-      Array.from({ length: count }, (_, i) =>
-        run(
-          (i % 3 === 0 ? other : writer).execute(
-            ledger,
-            createTransfers(
-              [transfer(`k${i}`, `w${i % 2}`, `w${(i + 1) % 2}`, 1n + BigInt(i % 5))],
-              1_700_000_004_000,
+  it.each([2, 4])(
+    "holds in full only the records that can still change: final ones are compacted, and a retry of one is still exact (%i batches in flight)",
+    async (pipeline_depth) => {
+      const ledger = newLedger()
+      const writer = makeLedgerWriter(store, { pipeline_depth })
+      // A second writer on the same ledger makes the first one lose races, reload and compact anew.
+      const other = makeLedgerWriter(makePostgresEventStore(db.pool))
+      await setup(writer, ledger, 2, 1_000_000n)
+      const count = finalRecordCountMax * 3
+      const results = await Promise.all(
+        Array.from({ length: count }, (_, i) =>
+          run(
+            (i % 3 === 0 ? other : writer).execute(
+              ledger,
+              createTransfers(
+                [transfer(`k${i}`, `w${i % 2}`, `w${(i + 1) % 2}`, 1n + BigInt(i % 5))],
+                1_700_000_004_000,
+              ),
+              ctx(),
             ),
-            ctx(),
           ),
         ),
-      ),
-    )
-    expect(results.every(Result.isSuccess)).toBe(true)
-    // A reservation stays in full however many final records pass it.
-    const reserve = createTransfers(
-      [transfer("held", "w0", "w1", 7n, { pending: { timeout_ms: 0 } })],
-      1_700_000_004_001,
-    )
-    expect(Result.isSuccess(await run(writer.execute(ledger, reserve, ctx())))).toBe(true)
-    const check = async (view: LedgerWriterService) => {
-      const { state, version } = await Effect.runPromise(view.snapshot(ledger))
-      expect(state.transfers.size).toBeLessThan(finalRecordCountMax + 1)
-      expect(state.transfers.get("held")).toMatchObject({ kind: "pending", status: "pending" })
-      expect(state.compacted_count).toBeGreaterThan(count - finalRecordCountMax)
-      expect(hasTransfer(state, "k0")).toBe(true)
-      // The first transfer is compacted by now: its exact retry records nothing, a clash is refused.
-      expect(state.transfers.has("k0")).toBe(false)
-      const retry = await run(
-        view.execute(ledger, createTransfers([transfer("k0", "w0", "w1", 1n)], 1_700_000_004_002), ctx()),
       )
-      if (!Result.isSuccess(retry)) throw new Error(`the retry failed: ${retry.failure._tag}`)
-      expect(retry.success.events).toEqual([])
-      const clash = await run(
-        view.execute(ledger, createTransfers([transfer("k0", "w0", "w1", 2n)], 1_700_000_004_002), ctx()),
+      expect(results.every(Result.isSuccess)).toBe(true)
+      // A reservation stays in full however many final records pass it.
+      const reserve = createTransfers(
+        [transfer("held", "w0", "w1", 7n, { pending: { timeout_ms: 0 } })],
+        1_700_000_004_001,
       )
-      expect(Result.isFailure(clash) && clash.failure._tag).toBe("TransferIdAlreadyUsed")
-      expect((await Effect.runPromise(view.snapshot(ledger))).version).toBe(version)
-    }
-    await check(writer)
-    // A writer that loads the ledger from its events (a restart) compacts as it loads.
-    await check(makeLedgerWriter(store))
-  })
+      expect(Result.isSuccess(await run(writer.execute(ledger, reserve, ctx())))).toBe(true)
+      const check = async (view: LedgerWriterService) => {
+        const { state, version } = await Effect.runPromise(view.snapshot(ledger))
+        expect(state.transfers.size).toBeLessThan(finalRecordCountMax + 1)
+        expect(state.transfers.get("held")).toMatchObject({ kind: "pending", status: "pending" })
+        expect(state.compacted_count).toBeGreaterThan(count - finalRecordCountMax)
+        expect(hasTransfer(state, "k0")).toBe(true)
+        // The first transfer is compacted by now: its exact retry records nothing, a clash is refused.
+        expect(state.transfers.has("k0")).toBe(false)
+        const retry = await run(
+          view.execute(ledger, createTransfers([transfer("k0", "w0", "w1", 1n)], 1_700_000_004_002), ctx()),
+        )
+        if (!Result.isSuccess(retry)) throw new Error(`the retry failed: ${retry.failure._tag}`)
+        expect(retry.success.events).toEqual([])
+        const clash = await run(
+          view.execute(ledger, createTransfers([transfer("k0", "w0", "w1", 2n)], 1_700_000_004_002), ctx()),
+        )
+        expect(Result.isFailure(clash) && clash.failure._tag).toBe("TransferIdAlreadyUsed")
+        expect((await Effect.runPromise(view.snapshot(ledger))).version).toBe(version)
+      }
+      await check(writer)
+      // A writer that loads the ledger from its events (a restart) compacts as it loads.
+      await check(makeLedgerWriter(store))
+    },
+  )
 })

@@ -407,6 +407,18 @@ describe("compaction of final records", () => {
         expect(answers(run(rest, rebased, () => true).decisions)).toEqual(
           answers(run(rest, descendant).decisions),
         )
+        // Rebased again, as a writer with more batches in flight does: the batch after `descendant`
+        // is rebased on the first compaction, then on `descendant`'s once that is compacted too.
+        const next = run(rest.slice(0, 40), descendant).state
+        const nextRebased = rebaseOnCompacted(next, before, after)
+        if (nextRebased === undefined) throw new Error("a second descendant was not rebased")
+        const compactedAgain = compactTransfers(rebased)
+        const twice = rebaseOnCompacted(nextRebased, rebased, compactedAgain)
+        if (twice === undefined) throw new Error("a rebased descendant was not rebased again")
+        expect(twice.final_count).toBe(next.final_count - descendant.final_count)
+        expect(answers(run(rest.slice(40), twice, () => true).decisions)).toEqual(
+          answers(run(rest.slice(40), next).decisions),
+        )
         // A state not made from `before` is not rebased.
         if (before.final_ids !== null) {
           const stranger = run(commands.slice(split, third)).state

@@ -866,7 +866,25 @@ describe("compacted final records", () => {
     ],
   ]
 
-  it.each(cases)(
+  const surrogates: typeof cases = [
+    // SHA-256 hashes UTF-8, where a lone surrogate is U+FFFD: ids must not be digested that way.
+    [
+      "an id that differs only in a lone surrogate",
+      [...funded, created("t\uD800", "world", "w1", 5n)],
+      "t\uD800",
+      transfers([spec("t\uFFFD", "world", "w1", 5n)]),
+      [created("t\uFFFD", "world", "w1", 5n)],
+    ],
+    [
+      "an id with the other lone surrogate",
+      [...funded, created("t\uD800", "world", "w1", 5n)],
+      "t\uD800",
+      transfers([spec("t\uDFFF", "world", "w1", 7n)]),
+      [created("t\uDFFF", "world", "w1", 7n)],
+    ],
+  ]
+
+  it.each([...cases, ...surrogates])(
     "%s: answered alike, compacted or not",
     (_name, history, compacted_id, command, expected) => {
       const full = evolveAll(history)
@@ -894,6 +912,13 @@ describe("compacted final records", () => {
     expect(hasTransfer(compacted, "fund")).toBe(true)
     expect(hasTransfer(compacted, "nope")).toBe(false)
     expect(() => evolve(compacted, created("fund", "world", "w1", 1n))).toThrow("a transfer id is used once")
+    const settled = compactTransfers(
+      evolveAll([...funded, reserved("p1", "w1", "w2", 3n, t0, null), posted("q1", "p1", 3n, t0)]),
+    )
+    expect(() => evolve(settled, voided("v1", "p1", t0))).toThrow("a reservation is settled once")
+    expect(() => evolve(settled, posted("q2", "fund", 1n, t0))).toThrow(
+      "a settled transfer is a pending transfer",
+    )
   })
 
   it("a state compacted earlier does not see what a later one compacted into the same store", () => {
