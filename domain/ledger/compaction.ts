@@ -33,14 +33,28 @@ export function findTransfer(
 
 /** True when `transfer_id` names a recorded transfer (of any kind). */
 export function hasTransfer(state: LedgerState, transfer_id: string): boolean {
-  if (state.transfers.has(transfer_id)) return true
-  if (state.compacted_count === 0) return false
-  return state.compacted.find(idDigest(transfer_id), state.compacted_count) >= 0
+  return findTransfer(state, transfer_id) !== undefined
 }
 
 function finalStatusKind(status: PendingStatus): CompactedKind {
   assert(status !== "pending", "a pending reservation is not final")
   return `pending_${status}`
+}
+
+/** How a compacted reservation ended; undefined when the record is not a reservation. */
+export function compactedReservationStatus(
+  kind: CompactedKind,
+): Exclude<PendingStatus, "pending"> | undefined {
+  switch (kind) {
+    case "pending_posted":
+      return "posted"
+    case "pending_voided":
+      return "voided"
+    case "pending_expired":
+      return "expired"
+    default:
+      return undefined
+  }
 }
 
 /** What a final record keeps once compacted. */

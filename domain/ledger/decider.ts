@@ -22,7 +22,7 @@ import {
   transferRetryDigest,
   voidRetryDigest,
 } from "./compacted-transfers.ts"
-import { findTransfer } from "./compaction.ts"
+import { compactedReservationStatus, findTransfer } from "./compaction.ts"
 import {
   AccountAlreadyExists,
   AccountFlagsConflict,
@@ -456,16 +456,8 @@ function reservationOf(found: TransferRecord | CompactedTransfer | undefined): R
   if (found === undefined) return undefined
   if (found.kind === "pending") return { status: found.status, amount: found.amount, record: found }
   if (found.kind !== "compacted") return undefined
-  switch (found.record_kind) {
-    case "pending_posted":
-      return { status: "posted", amount: found.amount, record: undefined }
-    case "pending_voided":
-      return { status: "voided", amount: found.amount, record: undefined }
-    case "pending_expired":
-      return { status: "expired", amount: found.amount, record: undefined }
-    default:
-      return undefined
-  }
+  const status = compactedReservationStatus(found.record_kind)
+  return status === undefined ? undefined : { status, amount: found.amount, record: undefined }
 }
 
 /** A retried post names the same reservation and amount (omitted = in full); a void, the same reservation. */

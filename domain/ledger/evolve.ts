@@ -7,7 +7,7 @@ import { Result } from "effect"
 import { assert, assertNever } from "../assert.ts"
 import { U128_MAX } from "../money/amount.ts"
 import { checkAsset } from "../money/asset.ts"
-import { findTransfer, hasTransfer } from "./compaction.ts"
+import { compactedReservationStatus, findTransfer, hasTransfer } from "./compaction.ts"
 import type {
   AccountOpened,
   LedgerEvent,
@@ -186,8 +186,9 @@ function requirePending(state: LedgerState, pending_id: string): PendingTransfer
   if (pending === undefined) {
     // Not held in full: compacted (final) if it exists at all.
     const compacted = findTransfer(state, pending_id)
-    const settled = compacted?.kind === "compacted" && compacted.record_kind.startsWith("pending_")
-    assert(!settled, "a reservation is settled once")
+    const settled =
+      compacted?.kind === "compacted" ? compactedReservationStatus(compacted.record_kind) : undefined
+    assert(settled === undefined, "a reservation is settled once")
   }
   assert(pending !== undefined && pending.kind === "pending", "a settled transfer is a pending transfer")
   assert(pending.status === "pending", "a reservation is settled once")
