@@ -4,19 +4,23 @@
  * expired) is only whether its id is taken, whether a retry repeats it, and, for a reservation,
  * how it ended and its amount. Held as objects in the state's persistent map, each such record
  * cost about 0.4 KB of heap that the garbage collector marks again at every full collection, for
- * ever; here it costs 49 bytes of typed arrays (plus the hash table's slots), which the collector
+ * ever; here it costs 53 bytes of typed arrays (plus the hash table's slots), which the collector
  * never looks into.
  *
  * - An entry holds the SHA-256 of the transfer id (first 16 bytes), the SHA-256 of the fields a
  *   retry must repeat (`transferRetryDigest`, `postRetryDigest`, `voidRetryDigest`; first 16
  *   bytes), the amount (u128) and the record's kind. Two different ids or two different retries
  *   would have to collide in 128 bits to be confused.
+ * - The hash table is keyed by a cheap 32-bit hash of the id (`quickHash`), which every entry also
+ *   keeps: most lookups are of new ids (the decider checks every transfer's id is unused), and
+ *   they end at an empty slot without a SHA-256. Only an entry whose quick hash matches costs the
+ *   id's digest, which alone decides; so quick hashes that collide cost time, never an answer.
  * - Entries are only appended, and numbered in order. A ledger state sees the first
  *   `compacted_count` of them (`find`'s `visible`), so states keep their value semantics: a state
  *   never sees an entry its own history did not put there, even when a later or a sibling state
  *   appended more to the same store (see `compactTransfers`, which copies on a real branch).
  */
-import { hash } from "node:crypto"
+import { hash, randomBytes } from "node:crypto"
 import { assert } from "../assert.ts"
 import { U128_MAX } from "../money/amount.ts"
 
@@ -55,26 +59,32 @@ const digestOf = (text: string): Digest => {
   return [bytes.readUInt32LE(0), bytes.readUInt32LE(4), bytes.readUInt32LE(8), bytes.readUInt32LE(12)]
 }
 
-// The decider looks an id up and `evolve` asserts it unused right after: the same few ids are
-// digested twice in a row, so the last ones are remembered.
-const recentIdsMax = 8
-const recentIds: Array<string> = []
-const recentDigests: Array<Digest> = []
-
-/** The digest an entry is found by. */
+/** The digest that tells ids apart. */
 export function idDigest(transfer_id: string): Digest {
-  const at = recentIds.indexOf(transfer_id)
-  if (at >= 0) return recentDigests[at] as Digest
   // As JSON, which escapes a lone surrogate: SHA-256 hashes UTF-8, where every lone surrogate
   // becomes U+FFFD, so "t\uD800" and "t\uFFFD" would share a digest.
-  const digest = digestOf(JSON.stringify(transfer_id))
-  if (recentIds.length === recentIdsMax) {
-    recentIds.shift()
-    recentDigests.shift()
-  }
-  recentIds.push(transfer_id)
-  recentDigests.push(digest)
-  return digest
+  return digestOf(JSON.stringify(transfer_id))
+}
+
+// Per process: the table's layout differs between processes, never its answers. A seed nobody
+// outside knows keeps ids chosen to collide from piling up in one run of slots.
+const quickSeed = randomBytes(4).readUInt32LE(0)
+
+/**
+ * A cheap 32-bit hash of an id's UTF-16 code units (FNV-1a from a per-process seed, then
+ * MurmurHash3's finaliser to spread the bits), which places an entry in the table; the id's
+ * digest confirms a match.
+ */
+export function quickHash(transfer_id: string): number {
+  let h = (quickSeed ^ 0x811c9dc5) | 0
+  for (let index = 0; index < transfer_id.length; index += 1)
+    h = Math.imul(h ^ transfer_id.charCodeAt(index), 0x01000193)
+  h ^= h >>> 16
+  h = Math.imul(h, 0x85ebca6b)
+  h ^= h >>> 13
+  h = Math.imul(h, 0xc2b2ae35)
+  h ^= h >>> 16
+  return h >>> 0
 }
 
 /** What a retried transfer must repeat, as the decider compares it (kind and timeout included). */
@@ -121,24 +131,29 @@ export function sameDigest(a: Digest, b: Digest): boolean {
 
 /** One entry to append. */
 export interface CompactedEntry {
-  readonly id_digest: Digest
+  readonly transfer_id: string
   readonly record_kind: CompactedKind
   readonly amount: bigint
   readonly retry_digest: Digest
 }
 
-// Per entry: id digest (4 words), retry digest (4), amount (4, least significant first).
-const entryWords = 12
+// Per entry: id digest (4 words), retry digest (4), amount (4, least significant first), the id's
+// quick hash (1).
+const entryWords = 13
+const quickWord = 12
 const initialCapacity = 64
 
 /**
  * The append-only store behind compacted records: entries in typed arrays, found by an open-
- * addressing hash table (linear probing, at most half full) of entry numbers.
+ * addressing hash table (linear probing, at most half full) of entry numbers, keyed by the ids'
+ * quick hashes.
  */
 export class CompactedTransfers {
   /** The store of a state that never compacted; never appended to (`appendable` is false). */
-  static readonly none = new CompactedTransfers(0, false)
+  static readonly none = new CompactedTransfers(0, false, quickHash)
 
+  /** `quickHash`, or in tests a worse one, to prove the digests decide. */
+  readonly #quickHash: (transfer_id: string) => number
   #words: Uint32Array
   #kinds: Uint8Array
   /** Entry number + 1; 0 is an empty slot. */
@@ -147,17 +162,22 @@ export class CompactedTransfers {
   readonly appendable: boolean
 
   /** `capacity` is a power of two (or 0), so the slots' count is one too and masks a hash. */
-  private constructor(capacity: number, appendable: boolean) {
+  private constructor(capacity: number, appendable: boolean, quick_hash: (transfer_id: string) => number) {
     assert(capacity === 0 || (capacity & (capacity - 1)) === 0, "a capacity is a power of two")
+    this.#quickHash = quick_hash
     this.#words = new Uint32Array(capacity * entryWords)
     this.#kinds = new Uint8Array(capacity)
     this.#slots = new Int32Array(Math.max(2, capacity * 2))
     this.appendable = appendable
   }
 
-  /** A new, empty store. */
-  static create(): CompactedTransfers {
-    return new CompactedTransfers(initialCapacity, true)
+  /**
+   * A new, empty store. `quick_hash` is for tests only: it must return a uint32 and may collide at
+   * will (a constant puts every entry in one run of slots), which changes how long a lookup takes,
+   * never what it finds.
+   */
+  static create(quick_hash: (transfer_id: string) => number = quickHash): CompactedTransfers {
+    return new CompactedTransfers(initialCapacity, true, quick_hash)
   }
 
   /** Entries appended so far, by every state sharing this store. */
@@ -165,15 +185,21 @@ export class CompactedTransfers {
     return this.#count
   }
 
-  /** The entry number of `id`'s digest among the first `visible` entries, or -1. */
-  find(id: Digest, visible: number): number {
+  /** The entry number of `transfer_id` among the first `visible` entries, or -1. */
+  find(transfer_id: string, visible: number): number {
+    const quick = this.#quickHash(transfer_id)
     const slots = this.#slots
+    const words = this.#words
     const mask = slots.length - 1
-    for (let slot = id[0] & mask; ; slot = (slot + 1) & mask) {
+    let digest: Digest | undefined
+    for (let slot = quick & mask; ; slot = (slot + 1) & mask) {
       const stored = slots[slot] as number
       if (stored === 0) return -1
       const entry = stored - 1
-      if (entry < visible && this.#idAt(entry, id)) return entry
+      if (entry < visible && words[entry * entryWords + quickWord] === quick) {
+        digest ??= idDigest(transfer_id)
+        if (this.#idAt(entry, digest)) return entry
+      }
     }
   }
 
@@ -206,13 +232,14 @@ export class CompactedTransfers {
     const number = this.#count
     const words = this.#words
     const base = number * entryWords
-    words.set(entry.id_digest, base)
+    words.set(idDigest(entry.transfer_id), base)
     words.set(entry.retry_digest, base + 4)
     let amount = entry.amount
     for (let word = 0; word < 4; word += 1) {
       words[base + 8 + word] = Number(amount & 0xffff_ffffn)
       amount >>= 32n
     }
+    words[base + quickWord] = this.#quickHash(entry.transfer_id)
     this.#kinds[number] = compactedKinds.indexOf(entry.record_kind)
     this.#count += 1
     this.#index(number)
@@ -224,7 +251,7 @@ export class CompactedTransfers {
     assert(count >= 0 && count <= this.#count, "a copy takes entries that exist")
     let capacity = initialCapacity
     while (capacity < count) capacity *= 2
-    const copy = new CompactedTransfers(capacity, true)
+    const copy = new CompactedTransfers(capacity, true, this.#quickHash)
     copy.#words.set(this.#words.subarray(0, count * entryWords))
     copy.#kinds.set(this.#kinds.subarray(0, count))
     copy.#count = count
@@ -246,7 +273,8 @@ export class CompactedTransfers {
   #index(entry: number): void {
     const slots = this.#slots
     const mask = slots.length - 1
-    for (let slot = (this.#words[entry * entryWords] as number) & mask; ; slot = (slot + 1) & mask) {
+    const quick = this.#words[entry * entryWords + quickWord] as number
+    for (let slot = quick & mask; ; slot = (slot + 1) & mask) {
       if (slots[slot] === 0) {
         slots[slot] = entry + 1
         return

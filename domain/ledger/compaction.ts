@@ -12,7 +12,6 @@ import {
   type CompactedKind,
   type CompactedTransfer,
   CompactedTransfers,
-  idDigest,
   postRetryDigest,
   transferRetryDigest,
   voidRetryDigest,
@@ -27,7 +26,7 @@ export function findTransfer(
 ): TransferRecord | CompactedTransfer | undefined {
   const record = state.transfers.get(transfer_id)
   if (record !== undefined || state.compacted_count === 0) return record
-  const entry = state.compacted.find(idDigest(transfer_id), state.compacted_count)
+  const entry = state.compacted.find(transfer_id, state.compacted_count)
   return entry < 0 ? undefined : state.compacted.at(entry)
 }
 
@@ -59,7 +58,7 @@ export function compactedReservationStatus(
 
 /** What a final record keeps once compacted. */
 function entryOf(record: TransferRecord): CompactedEntry {
-  const id_digest = idDigest(record.transfer_id)
+  const { transfer_id } = record
   switch (record.kind) {
     case "single_phase":
     case "pending": {
@@ -73,17 +72,22 @@ function entryOf(record: TransferRecord): CompactedEntry {
         user_data: record.user_data,
         linked_group_id: record.linked_group_id,
       })
-      return { id_digest, record_kind, amount: record.amount, retry_digest }
+      return { transfer_id, record_kind, amount: record.amount, retry_digest }
     }
     case "post":
       return {
-        id_digest,
+        transfer_id,
         record_kind: "post",
         amount: record.amount,
         retry_digest: postRetryDigest(record.pending_id, record.amount),
       }
     case "void":
-      return { id_digest, record_kind: "void", amount: 0n, retry_digest: voidRetryDigest(record.pending_id) }
+      return {
+        transfer_id,
+        record_kind: "void",
+        amount: 0n,
+        retry_digest: voidRetryDigest(record.pending_id),
+      }
     default:
       return assertNever(record)
   }

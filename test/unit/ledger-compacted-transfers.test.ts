@@ -1,26 +1,26 @@
-// Proves the compacted transfers' store: entries survive growth and copies bit for bit, each is found by its id's digest among the entries a state sees and never beyond them, and amounts keep all 128 bits.
+// Proves the compacted transfers' store: entries survive growth and copies bit for bit, each is found by its id among the entries a state sees and never beyond them (the quick hash only places it: with every quick hash equal, the digests still decide), and amounts keep all 128 bits.
 import { describe, expect, it } from "vitest"
 import {
   type CompactedEntry,
   type CompactedKind,
   CompactedTransfers,
   compactedKinds,
-  idDigest,
   postRetryDigest,
+  quickHash,
   transferRetryDigest,
   voidRetryDigest,
 } from "../../domain/ledger/compacted-transfers.ts"
 import { U128_MAX } from "../../domain/money/index.ts"
 
 const entry = (index: number): CompactedEntry => ({
-  id_digest: idDigest(`transfer-${index}`),
+  transfer_id: `transfer-${index}`,
   record_kind: compactedKinds[index % compactedKinds.length] as CompactedKind,
   amount: index % 3 === 0 ? U128_MAX - BigInt(index) : BigInt(index) * 1_000_003n,
   retry_digest: voidRetryDigest(`pending-${index}`),
 })
 
-function filled(count: number): CompactedTransfers {
-  const store = CompactedTransfers.create()
+function filled(count: number, quick_hash = quickHash): CompactedTransfers {
+  const store = CompactedTransfers.create(quick_hash)
   for (let index = 0; index < count; index += 1) expect(store.append(entry(index))).toBe(index)
   return store
 }
@@ -32,7 +32,7 @@ describe("CompactedTransfers", () => {
     expect(store.count).toBe(count)
     for (let index = 0; index < count; index += 1) {
       const expected = entry(index)
-      const found = store.find(expected.id_digest, count)
+      const found = store.find(expected.transfer_id, count)
       expect(found).toBe(index)
       expect(store.at(found)).toEqual({
         kind: "compacted",
@@ -41,21 +41,49 @@ describe("CompactedTransfers", () => {
         retry_digest: expected.retry_digest,
       })
     }
-    expect(store.find(idDigest("transfer-never"), count)).toBe(-1)
+    expect(store.find("transfer-never", count)).toBe(-1)
   })
 
   it("a state sees only the entries it counts, and a copy holds only those", () => {
     const store = filled(1_000)
-    expect(store.find(entry(600).id_digest, 600)).toBe(-1)
-    expect(store.find(entry(599).id_digest, 600)).toBe(599)
+    expect(store.find(entry(600).transfer_id, 600)).toBe(-1)
+    expect(store.find(entry(599).transfer_id, 600)).toBe(599)
     const copy = store.copyOf(600)
     expect(copy.count).toBe(600)
-    expect(copy.find(entry(600).id_digest, copy.count)).toBe(-1)
+    expect(copy.find(entry(600).transfer_id, copy.count)).toBe(-1)
     expect(copy.at(599)).toEqual(store.at(599))
     // The copy grows on its own; the original is untouched.
     expect(copy.append(entry(5_000))).toBe(600)
-    expect(store.find(entry(5_000).id_digest, store.count)).toBe(-1)
+    expect(store.find(entry(5_000).transfer_id, store.count)).toBe(-1)
     expect(store.at(600)).toEqual(filled(601).at(600))
+  })
+
+  it("tells ids apart by their digests when every quick hash collides, on copies too", () => {
+    const count = 300
+    const store = filled(count, () => 7)
+    for (let index = 0; index < count; index += 1) {
+      expect(store.find(entry(index).transfer_id, count)).toBe(index)
+      expect(store.find(entry(index).transfer_id, index)).toBe(-1)
+    }
+    expect(store.find("transfer-never", count)).toBe(-1)
+    // A lone surrogate and U+FFFD stay two ids (the digest hashes the id as JSON).
+    const surrogates = CompactedTransfers.create(() => 1)
+    surrogates.append({ ...entry(0), transfer_id: "t\uD800" })
+    expect(surrogates.find("t\uFFFD", 1)).toBe(-1)
+    expect(surrogates.find("t\uD800", 1)).toBe(0)
+    const copy = store.copyOf(100)
+    expect(copy.find(entry(99).transfer_id, copy.count)).toBe(99)
+    expect(copy.find(entry(100).transfer_id, copy.count)).toBe(-1)
+    expect(copy.append(entry(100))).toBe(100)
+    expect(copy.find(entry(100).transfer_id, copy.count)).toBe(100)
+  })
+
+  it("quick hashes are uint32, differ for ids that differ in one code unit, and are the same for the same id", () => {
+    const ids = ["", "a", "b", "ab", "ba", "t\uD800", "t\uFFFD", "txn_01a21ee961d57f618b6f2dda057cc5ca"]
+    const hashes = ids.map(quickHash)
+    for (const hash of hashes) expect(hash >>> 0).toBe(hash)
+    expect(new Set(hashes).size).toBe(ids.length)
+    expect(quickHash("txn_01a21ee961d57f618b6f2dda057cc5ca")).toBe(hashes[7])
   })
 
   it("keeps 0 and the largest u128 amount exactly", () => {
