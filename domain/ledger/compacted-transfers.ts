@@ -4,25 +4,23 @@
  * expired) is only whether its id is taken, whether a retry repeats it, and, for a reservation,
  * how it ended and its amount. Held as objects in the state's persistent map, each such record
  * cost about 0.4 KB of heap that the garbage collector marks again at every full collection, for
- * ever; here it costs 53 bytes of typed arrays (plus the hash table's slots), which the collector
+ * ever; here it costs 56 bytes of typed arrays (plus the hash table's slots), which the collector
  * never looks into.
  *
- * - An entry holds the SHA-256 of the transfer id (first 16 bytes), the SHA-256 of the fields a
- *   retry must repeat (`transferRetryDigest`, `postRetryDigest`, `voidRetryDigest`; first 16
- *   bytes), the amount (u128) and the record's kind. Two different ids or two different retries
- *   would have to collide in 128 bits to be confused.
- * - The hash table is keyed by a cheap 32-bit hash of the id (`quickHash`), which every entry also
- *   keeps: most lookups are of new ids (the decider checks every transfer's id is unused), and
- *   they end at an empty slot without a SHA-256. Only an entry whose quick hash matches costs the
- *   id's digest, which alone decides; so quick hashes that collide cost time, never an answer.
+ * - An entry (a `DigestTable` entry, digest-table.ts) is found by the transfer id and holds the
+ *   SHA-256 of the fields a retry must repeat (`transferRetryDigest`, `postRetryDigest`,
+ *   `voidRetryDigest`; first 16 bytes), the amount (u128) and the record's kind. Two different
+ *   retries would have to collide in 128 bits to be confused.
  * - Entries are only appended, and numbered in order. A ledger state sees the first
  *   `compacted_count` of them (`find`'s `visible`), so states keep their value semantics: a state
  *   never sees an entry its own history did not put there, even when a later or a sibling state
  *   appended more to the same store (see `compactTransfers`, which copies on a real branch).
  */
-import { hash, randomBytes } from "node:crypto"
 import { assert } from "../assert.ts"
 import { U128_MAX } from "../money/amount.ts"
+import { type Digest, DigestTable, digestOf, quickHash } from "./digest-table.ts"
+
+export { type Digest, sameDigest } from "./digest-table.ts"
 
 /** How a compacted record ended; reservations keep their final status. */
 export type CompactedKind =
@@ -43,48 +41,12 @@ export const compactedKinds: ReadonlyArray<CompactedKind> = [
   "void",
 ]
 
-/** The first 16 bytes of a SHA-256, as four little-endian 32-bit words. */
-export type Digest = readonly [number, number, number, number]
-
 /** A compacted record as the decider sees it (see the module comment). */
 export interface CompactedTransfer {
   readonly kind: "compacted"
   readonly record_kind: CompactedKind
   readonly amount: bigint
   readonly retry_digest: Digest
-}
-
-const digestOf = (text: string): Digest => {
-  const bytes = hash("sha256", text, "buffer")
-  return [bytes.readUInt32LE(0), bytes.readUInt32LE(4), bytes.readUInt32LE(8), bytes.readUInt32LE(12)]
-}
-
-/** The digest that tells ids apart. */
-export function idDigest(transfer_id: string): Digest {
-  // As JSON, which escapes a lone surrogate: SHA-256 hashes UTF-8, where every lone surrogate
-  // becomes U+FFFD, so "t\uD800" and "t\uFFFD" would share a digest.
-  return digestOf(JSON.stringify(transfer_id))
-}
-
-// Per process: the table's layout differs between processes, never its answers. A seed nobody
-// outside knows keeps ids chosen to collide from piling up in one run of slots.
-const quickSeed = randomBytes(4).readUInt32LE(0)
-
-/**
- * A cheap 32-bit hash of an id's UTF-16 code units (FNV-1a from a per-process seed, then
- * MurmurHash3's finaliser to spread the bits), which places an entry in the table; the id's
- * digest confirms a match.
- */
-export function quickHash(transfer_id: string): number {
-  let h = (quickSeed ^ 0x811c9dc5) | 0
-  for (let index = 0; index < transfer_id.length; index += 1)
-    h = Math.imul(h ^ transfer_id.charCodeAt(index), 0x01000193)
-  h ^= h >>> 16
-  h = Math.imul(h, 0x85ebca6b)
-  h ^= h >>> 13
-  h = Math.imul(h, 0xc2b2ae35)
-  h ^= h >>> 16
-  return h >>> 0
 }
 
 /** What a retried transfer must repeat, as the decider compares it (kind and timeout included). */
@@ -125,10 +87,6 @@ export function voidRetryDigest(pending_id: string): Digest {
   return digestOf(JSON.stringify(["void", pending_id]))
 }
 
-export function sameDigest(a: Digest, b: Digest): boolean {
-  return a[0] === b[0] && a[1] === b[1] && a[2] === b[2] && a[3] === b[3]
-}
-
 /** One entry to append. */
 export interface CompactedEntry {
   readonly transfer_id: string
@@ -137,89 +95,61 @@ export interface CompactedEntry {
   readonly retry_digest: Digest
 }
 
-// Per entry: id digest (4 words), retry digest (4), amount (4, least significant first), the id's
-// quick hash (1).
-const entryWords = 13
-const quickWord = 12
-const initialCapacity = 64
+// Payload words of an entry: retry digest (4), amount (4, least significant first), kind (1).
+const retryWord = 0
+const amountWord = 4
+const kindWord = 8
+const payloadWords = 9
 
 /**
- * The append-only store behind compacted records: entries in typed arrays, found by an open-
- * addressing hash table (linear probing, at most half full) of entry numbers, keyed by the ids'
- * quick hashes.
+ * The append-only store behind compacted records: a `DigestTable` of the transfer ids. A store is
+ * shared by the states of one history; `copyOf` gives a branch its own.
  */
 export class CompactedTransfers {
   /** The store of a state that never compacted; never appended to (`appendable` is false). */
-  static readonly none = new CompactedTransfers(0, false, quickHash)
+  static readonly none = new CompactedTransfers(new DigestTable(payloadWords), false)
 
-  /** `quickHash`, or in tests a worse one, to prove the digests decide. */
-  readonly #quickHash: (transfer_id: string) => number
-  #words: Uint32Array
-  #kinds: Uint8Array
-  /** Entry number + 1; 0 is an empty slot. */
-  #slots: Int32Array
-  #count = 0
+  readonly #table: DigestTable
   readonly appendable: boolean
 
-  /** `capacity` is a power of two (or 0), so the slots' count is one too and masks a hash. */
-  private constructor(capacity: number, appendable: boolean, quick_hash: (transfer_id: string) => number) {
-    assert(capacity === 0 || (capacity & (capacity - 1)) === 0, "a capacity is a power of two")
-    this.#quickHash = quick_hash
-    this.#words = new Uint32Array(capacity * entryWords)
-    this.#kinds = new Uint8Array(capacity)
-    this.#slots = new Int32Array(Math.max(2, capacity * 2))
+  private constructor(table: DigestTable, appendable: boolean) {
+    this.#table = table
     this.appendable = appendable
   }
 
   /**
-   * A new, empty store. `quick_hash` is for tests only: it must return a uint32 and may collide at
-   * will (a constant puts every entry in one run of slots), which changes how long a lookup takes,
-   * never what it finds.
+   * A new, empty store. `quick_hash` is for tests only (see `DigestTable`): it changes how long a
+   * lookup takes, never what it finds.
    */
   static create(quick_hash: (transfer_id: string) => number = quickHash): CompactedTransfers {
-    return new CompactedTransfers(initialCapacity, true, quick_hash)
+    return new CompactedTransfers(new DigestTable(payloadWords, quick_hash), true)
   }
 
   /** Entries appended so far, by every state sharing this store. */
   get count(): number {
-    return this.#count
+    return this.#table.count
   }
 
   /** The entry number of `transfer_id` among the first `visible` entries, or -1. */
   find(transfer_id: string, visible: number): number {
-    const quick = this.#quickHash(transfer_id)
-    const slots = this.#slots
-    const words = this.#words
-    const mask = slots.length - 1
-    let digest: Digest | undefined
-    for (let slot = quick & mask; ; slot = (slot + 1) & mask) {
-      const stored = slots[slot] as number
-      if (stored === 0) return -1
-      const entry = stored - 1
-      if (entry < visible && words[entry * entryWords + quickWord] === quick) {
-        digest ??= idDigest(transfer_id)
-        if (this.#idAt(entry, digest)) return entry
-      }
-    }
+    return this.#table.find(transfer_id, visible)
   }
 
   /** The record of entry number `entry`. */
   at(entry: number): CompactedTransfer {
-    assert(entry >= 0 && entry < this.#count, "a compacted entry exists")
-    const words = this.#words
-    const base = entry * entryWords
+    const table = this.#table
     let amount = 0n
     for (let word = 3; word >= 0; word -= 1)
-      amount = (amount << 32n) | BigInt(words[base + 8 + word] as number)
+      amount = (amount << 32n) | BigInt(table.read(entry, amountWord + word))
     return {
       kind: "compacted",
-      record_kind: compactedKinds[this.#kinds[entry] as number] as CompactedKind,
+      record_kind: compactedKinds[table.read(entry, kindWord)] as CompactedKind,
       amount,
       retry_digest: [
-        words[base + 4] as number,
-        words[base + 5] as number,
-        words[base + 6] as number,
-        words[base + 7] as number,
+        table.read(entry, retryWord),
+        table.read(entry, retryWord + 1),
+        table.read(entry, retryWord + 2),
+        table.read(entry, retryWord + 3),
       ],
     }
   }
@@ -228,69 +158,20 @@ export class CompactedTransfers {
   append(entry: CompactedEntry): number {
     assert(this.appendable, "the shared empty store is never appended to")
     assert(entry.amount >= 0n && entry.amount <= U128_MAX, "a compacted amount fits u128")
-    if (this.#count === this.#kinds.length) this.#grow()
-    const number = this.#count
-    const words = this.#words
-    const base = number * entryWords
-    words.set(idDigest(entry.transfer_id), base)
-    words.set(entry.retry_digest, base + 4)
+    const table = this.#table
+    const number = table.append(entry.transfer_id)
+    entry.retry_digest.forEach((word, index) => table.write(number, retryWord + index, word))
     let amount = entry.amount
     for (let word = 0; word < 4; word += 1) {
-      words[base + 8 + word] = Number(amount & 0xffff_ffffn)
+      table.write(number, amountWord + word, Number(amount & 0xffff_ffffn))
       amount >>= 32n
     }
-    words[base + quickWord] = this.#quickHash(entry.transfer_id)
-    this.#kinds[number] = compactedKinds.indexOf(entry.record_kind)
-    this.#count += 1
-    this.#index(number)
+    table.write(number, kindWord, compactedKinds.indexOf(entry.record_kind))
     return number
   }
 
   /** A new store holding this one's first `count` entries (a branch's own copy). */
   copyOf(count: number): CompactedTransfers {
-    assert(count >= 0 && count <= this.#count, "a copy takes entries that exist")
-    let capacity = initialCapacity
-    while (capacity < count) capacity *= 2
-    const copy = new CompactedTransfers(capacity, true, this.#quickHash)
-    copy.#words.set(this.#words.subarray(0, count * entryWords))
-    copy.#kinds.set(this.#kinds.subarray(0, count))
-    copy.#count = count
-    for (let entry = 0; entry < count; entry += 1) copy.#index(entry)
-    return copy
-  }
-
-  #idAt(entry: number, id: Digest): boolean {
-    const words = this.#words
-    const base = entry * entryWords
-    return (
-      words[base] === id[0] &&
-      words[base + 1] === id[1] &&
-      words[base + 2] === id[2] &&
-      words[base + 3] === id[3]
-    )
-  }
-
-  #index(entry: number): void {
-    const slots = this.#slots
-    const mask = slots.length - 1
-    const quick = this.#words[entry * entryWords + quickWord] as number
-    for (let slot = quick & mask; ; slot = (slot + 1) & mask) {
-      if (slots[slot] === 0) {
-        slots[slot] = entry + 1
-        return
-      }
-    }
-  }
-
-  #grow(): void {
-    const capacity = Math.max(initialCapacity, this.#kinds.length * 2)
-    const words = new Uint32Array(capacity * entryWords)
-    words.set(this.#words)
-    const kinds = new Uint8Array(capacity)
-    kinds.set(this.#kinds)
-    this.#words = words
-    this.#kinds = kinds
-    this.#slots = new Int32Array(capacity * 2)
-    for (let entry = 0; entry < this.#count; entry += 1) this.#index(entry)
+    return new CompactedTransfers(this.#table.copyOf(count), true)
   }
 }

@@ -44,6 +44,7 @@ import {
   type StreamAppend,
   type WrongExpectedVersion,
 } from "../ports/event-store.ts"
+import { type IdempotencyEntry, IdempotencyKeys, sameFingerprint } from "./idempotency-keys.ts"
 
 /** Who sends a command and why; the ledger (tenant, environment) comes from the writer call. */
 export interface CommandContext {
@@ -189,17 +190,6 @@ interface Waiter {
   alone: boolean
 }
 
-/**
- * What a used idempotency key answers: the stream versions of its command's events, read back from
- * the store on a replay (rare) rather than held in memory for every key ever used.
- */
-interface IdempotencyEntry {
-  readonly fingerprint: string
-  /** The command's first event's version; `stream_version` + 1 when it recorded none. */
-  readonly first_version: number
-  readonly stream_version: number
-}
-
 interface Outcome {
   readonly waiter: Waiter
   readonly outcome:
@@ -229,7 +219,8 @@ interface LedgerSlot {
   readonly stream_id: string
   state: LedgerState
   version: number
-  readonly idempotency: Map<string, IdempotencyEntry>
+  /** Every key the ledger's commands used (outside the heap: idempotency-keys.ts). */
+  readonly idempotency: IdempotencyKeys
   readonly queue: Array<Waiter>
   /** Appended batches not yet answered, oldest first; each is chained on the one before. */
   readonly inFlight: Array<InFlightBatch>
@@ -397,7 +388,7 @@ export const makeLedgerWriter = (
         stream_id,
         state: initialState,
         version: 0,
-        idempotency: new Map(),
+        idempotency: new IdempotencyKeys(),
         queue: [],
         inFlight: [],
         flushing: false,
@@ -480,9 +471,12 @@ export const makeLedgerWriter = (
       if (key !== null) {
         const earlier = slot.idempotency.get(key)
         const inBatch = keysInBatch.get(key)
-        const fingerprint = earlier?.fingerprint ?? inBatch?.fingerprint
-        if (fingerprint !== undefined) {
-          if (fingerprint !== waiter.fingerprint) {
+        if (earlier !== undefined || inBatch !== undefined) {
+          const same =
+            earlier !== undefined
+              ? sameFingerprint(earlier, waiter.fingerprint)
+              : inBatch?.fingerprint === waiter.fingerprint
+          if (!same) {
             decided.push({
               waiter,
               outcome: { kind: "error", error: new IdempotencyKeyReused({ idempotency_key: key }) },

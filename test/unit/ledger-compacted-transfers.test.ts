@@ -6,10 +6,10 @@ import {
   CompactedTransfers,
   compactedKinds,
   postRetryDigest,
-  quickHash,
   transferRetryDigest,
   voidRetryDigest,
 } from "../../domain/ledger/compacted-transfers.ts"
+import { quickHash } from "../../domain/ledger/digest-table.ts"
 import { U128_MAX } from "../../domain/money/index.ts"
 
 const entry = (index: number): CompactedEntry => ({
