@@ -160,7 +160,8 @@ export class CompactedTransfers {
     assert(entry.amount >= 0n && entry.amount <= U128_MAX, "a compacted amount fits u128")
     const table = this.#table
     const number = table.append(entry.transfer_id)
-    entry.retry_digest.forEach((word, index) => table.write(number, retryWord + index, word))
+    for (let word = 0; word < 4; word += 1)
+      table.write(number, retryWord + word, entry.retry_digest[word] as number)
     let amount = entry.amount
     for (let word = 0; word < 4; word += 1) {
       table.write(number, amountWord + word, Number(amount & 0xffff_ffffn))

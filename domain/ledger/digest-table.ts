@@ -75,7 +75,7 @@ export class DigestTable {
 
   /**
    * An empty table whose entries carry `payload_words` words each. `quick_hash` is for tests
-   * only: it must return a uint32 and may collide at will (a constant puts every entry in one run
+   * only: its result is taken as a uint32, and it may collide at will (a constant puts every entry in one run
    * of slots), which changes how long a lookup takes, never what it finds.
    */
   constructor(payload_words: number, quick_hash: (text: string) => number = quickHash, capacity = 0) {
@@ -95,7 +95,8 @@ export class DigestTable {
 
   /** The entry number of `key` among the first `visible` entries (all by default), or -1. */
   find(key: string, visible: number = this.#count): number {
-    const quick = this.#quickHash(key)
+    // As a uint32, the way the entry's word stores it (a test's hash may return any number).
+    const quick = this.#quickHash(key) >>> 0
     const slots = this.#slots
     const words = this.#words
     const entryWords = this.#entryWords
@@ -125,7 +126,7 @@ export class DigestTable {
     const entry = this.#count
     const base = entry * this.#entryWords
     this.#words.set(textDigest(key), base)
-    this.#words[base + quickWord] = this.#quickHash(key)
+    this.#words[base + quickWord] = this.#quickHash(key) >>> 0
     this.#count += 1
     this.#index(entry)
     return entry
