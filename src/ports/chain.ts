@@ -194,6 +194,13 @@ export interface ChainAdapter {
   readonly transactionStatus: (tx_hash: string, log_index?: number) => Effect.Effect<TransactionStatus>
   /** The on-chain balance of `address` in `asset`, in its smallest unit, at the newest block. */
   readonly balance: (address: string, asset: ChainAsset) => Effect.Effect<bigint, InvalidChainAddress>
+  /**
+   * The address of the account that holds `owner`'s tokens of `contract`, where the chain keeps
+   * them apart from the owner's own address: Solana's associated token account, TON's jetton
+   * wallet. It exists whether or not that account was ever created. Absent where tokens are held at
+   * the owner's address (EVM, Tron).
+   */
+  readonly tokenAccountOf?: (owner: string, contract: string) => Effect.Effect<string, InvalidChainAddress>
   /** The newest block's number. */
   readonly blockNumber: () => Effect.Effect<bigint>
   /** Token transfers into any of `addresses` between two blocks, in chain order. */

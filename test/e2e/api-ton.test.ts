@@ -8,6 +8,7 @@
 // test sees it only through the API: balances, proofs, verification and reconciliation.
 import { Address } from "@ton/core"
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
+import { jettonWalletAddress } from "../../adapters/chains/ton/jetton.ts"
 import { paymentFee } from "../../domain/ledger/fee.ts"
 import { formatAmount } from "../../domain/money/amount.ts"
 import type {
@@ -201,5 +202,48 @@ describe("TON in the sandbox", () => {
         ).param,
       ).toBe("to_address")
     }
+  })
+
+  it("refuses the jetton wallet of a platform wallet, deployed or not, in any spelling", async () => {
+    const chains = expectOk(
+      await client.get<{ data: ReadonlyArray<typeof ChainInfo.Type> }>("/api/v2/chains"),
+    )
+    const minter = chains.data.find((chain) => chain.chain === "ton")?.tokens[0]?.contract_address ?? ""
+    const jettonWalletOf = (owner: string) => jettonWalletAddress(Address.parse(owner), Address.parse(minter))
+    // Another tenant's wallet that never held a jetton: its jetton wallet is not deployed, so the
+    // chain cannot tell it from a wallet; jettons sent there would be held by a contract only that
+    // wallet's messages move, and credited to no one.
+    const other = await registerTenant(platform.url)
+    const stranger = expectOk(
+      await other.client.post<typeof Wallet.Type>("/api/v1/wallets", {
+        external_id: "ton-stranger",
+        label: "stranger",
+        chain: "ton",
+      }),
+      201,
+    )
+    const undeployed = jettonWalletOf(stranger.address)
+    // The sender's own jetton wallet, deployed by the faucet's mint in the test before.
+    const deployed = jettonWalletOf(sender.address)
+    const body = { from_wallet: sender.wallet_id, amount: "1", chain: "ton", token: "USDT" }
+    for (const to_address of [
+      undeployed.toString({ bounceable: false }),
+      undeployed.toString({ bounceable: true }),
+      undeployed.toRawString(),
+      deployed.toString({ bounceable: false }),
+    ]) {
+      const error = expectError(
+        await client.post("/api/v2/transfers", { ...body, to_address }),
+        422,
+        "token_account_address",
+      )
+      expect(error.param).toBe("to_address")
+      expect(error.message).toContain("jetton wallet")
+    }
+    // Nothing was reserved for any of them.
+    const listed = expectOk(
+      await client.get<{ data: ReadonlyArray<TransferView> }>("/api/v2/transfers?limit=100"),
+    )
+    expect(listed.data.filter((transfer) => transfer.to_address !== recipient.address)).toEqual([])
   })
 })

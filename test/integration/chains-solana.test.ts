@@ -129,6 +129,18 @@ describe("Solana adapter on LiteSVM", () => {
     expect(Exit.isFailure(exit) && JSON.stringify(exit.cause)).toContain("InvalidChainAddress")
   })
 
+  test("the token account of an owner is its associated token account, created or not", async () => {
+    const tokenAccountOf = adapter.tokenAccountOf
+    if (tokenAccountOf === undefined) return expect.fail("the Solana adapter names token accounts")
+    for (const index of [0, 1]) {
+      expect(await run(tokenAccountOf(addressOf(index), mint))).toBe(
+        await associatedTokenAccount(addressOf(index), mint),
+      )
+    }
+    const exit = await runExit(tokenAccountOf("not-an-address", mint))
+    expect(Exit.isFailure(exit) && JSON.stringify(exit.cause)).toContain("InvalidChainAddress")
+  })
+
   test("fee estimates are positive and include the rent of a recipient's new token account", async () => {
     const native = await run(
       adapter.estimateTransferFee(addressOf(0), {

@@ -92,7 +92,16 @@ describe("TON adapter: jetton transfers on @ton/sandbox", () => {
       ] as const
       const answer = await ton.transport.runGetMethod(minter, "get_wallet_address", [...args])
       expect(answer?.readAddress().equals(jettonWalletAddress(Address.parse(owner), minter))).toBe(true)
+      // The adapter's answer for the port (`tokenAccountOf`) is the same account.
+      const account = await run(
+        ton.adapter.tokenAccountOf?.(owner, minter.toString()) ?? Effect.die("absent"),
+      )
+      expect(Address.parse(account).equals(jettonWalletAddress(Address.parse(owner), minter))).toBe(true)
     }
+    const bad = await runExit(
+      ton.adapter.tokenAccountOf?.("0x1234", minter.toString()) ?? Effect.die("absent"),
+    )
+    expect(failureTag(bad)).toBe("InvalidChainAddress")
   })
 
   test("the signed message sends TEP-74's transfer to the sender's jetton wallet", async () => {
@@ -291,6 +300,11 @@ describe("TON adapter: jetton transfers on @ton/sandbox", () => {
     const inner = innerMessage(signed)
     const local_guess = jettonWalletAddress(Address.parse(sender), foreign)
     expect(inner?.info.type === "internal" && inner.info.dest.equals(local_guess)).toBe(false)
+    // The port's `tokenAccountOf` asks this minter too: the account the transfer is sent from.
+    const account = await run(
+      ton.adapter.tokenAccountOf?.(sender, foreign.toString()) ?? Effect.die("absent"),
+    )
+    expect(inner?.info.type === "internal" && inner.info.dest.equals(Address.parse(account))).toBe(true)
     await run(ton.adapter.broadcast(signed.raw))
     expect((await run(ton.adapter.transactionStatus(signed.tx_hash))).status).toBe("finalized")
     expect(await run(ton.adapter.balance(recipient, asset))).toBe(usdt(3))

@@ -338,12 +338,21 @@ export function makeSolanaAdapter(transport: SolanaTransport, config: SolanaChai
       return [...found.values()].sort(inChainOrder)
     })
 
+  /** `owner`'s associated token account for `mint`: where its tokens of that mint are kept. */
+  const tokenAccountOf = (owner: string, mint: string) =>
+    Effect.gen(function* () {
+      const owner_address = yield* parseAddress(owner)
+      const mint_address = yield* parseAddress(mint)
+      return yield* call(() => associatedTokenAccount(owner_address, mint_address))
+    })
+
   return {
     estimateTransferFee,
     signTransfer,
     broadcast,
     transactionStatus,
     balance,
+    tokenAccountOf,
     blockNumber: () => call(() => transport.slot()),
     incomingTransfers,
   }

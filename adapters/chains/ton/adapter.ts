@@ -522,12 +522,23 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
       return found.sort((a, b) => (a.proof.block_number < b.proof.block_number ? -1 : 1))
     })
 
+  /**
+   * `owner`'s jetton wallet under `minter`, deployed or not: computed for the platform's jetton,
+   * asked of any other minter once (see `jettonWalletOf`).
+   */
+  const tokenAccountOf = (owner: string, minter: string) =>
+    Effect.gen(function* () {
+      const wallet = yield* jettonWalletOf(yield* parseAddress(owner), yield* parseAddress(minter))
+      return friendly(wallet)
+    })
+
   return {
     estimateTransferFee,
     signTransfer,
     broadcast,
     transactionStatus,
     balance,
+    tokenAccountOf,
     blockNumber: () => call(() => transport.newestLt()),
     incomingTransfers,
   }

@@ -9,9 +9,8 @@ import { Effect } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import type pg from "pg"
-import { associatedTokenAccount } from "../../../adapters/chains/solana/adapter.ts"
 import { assert, assertNever } from "../../../domain/assert.ts"
-import { chainFamily, tronSpellingOfEvm } from "../../../domain/custody/derive.ts"
+import { chainFamily, sameAddress, tronSpellingOfEvm } from "../../../domain/custody/derive.ts"
 import { paymentFee } from "../../../domain/ledger/fee.ts"
 import { available } from "../../../domain/ledger/invariants.ts"
 import { formatAmount } from "../../../domain/money/amount.ts"
@@ -183,20 +182,35 @@ const refuseOtherChainCustody = (
   })
 
 /**
- * Solana: a destination that is the associated token account of one of the platform's wallets (an
- * off-curve address, so no key signs for it), created or not. A transfer to it would open a token
- * account owned by that token account, where nothing could move the tokens again, and credit no
- * wallet. Only an off-curve destination is looked into: a wallet's own address is on the curve.
+ * Token accounts already derived, by chain, contract and owner (a TON jetton wallet's address takes
+ * about 0.1 ms to compute, and each transfer looks at every wallet of its chain). Bounded: past the
+ * bound it starts again empty.
+ */
+const token_accounts = new Map<string, string>()
+const token_accounts_cached_max = 200_000
+
+/**
+ * A destination that is where one of the platform's wallets keeps its tokens rather than the wallet
+ * itself: Solana's associated token account (an off-curve address, so no key signs for it) or TON's
+ * jetton wallet (a contract that only its owner's messages move), created or not. A transfer to it
+ * would credit no wallet, and the tokens would be held by an account that can never send them:
+ * lost. Each wallet's token accounts come from the chain's adapter (`tokenAccountOf`); chains that
+ * keep tokens at the owner's address have none. On Solana only an off-curve destination is looked
+ * into: a wallet's own address is on the curve.
  */
 const refuseCustodyTokenAccount = (
   pool: pg.Pool,
   environment: Environment,
   chain: WalletChain,
   to_address: string,
-  mints: ReadonlyArray<string>,
+  adapter: ChainAdapter,
+  contracts: ReadonlyArray<string>,
 ) =>
   Effect.gen(function* () {
-    if (chainFamily(chain) !== "solana" || !isOffCurveAddress(solanaAddress(to_address))) return
+    const tokenAccountOf = adapter.tokenAccountOf
+    if (tokenAccountOf === undefined) return
+    const family = chainFamily(chain)
+    if (family === "solana" && !isOffCurveAddress(solanaAddress(to_address))) return
     const wallets = yield* db(() =>
       pool.query<{ address: string }>(
         "select address from platform.wallets where chain = $1 and environment = $2",
@@ -204,14 +218,21 @@ const refuseCustodyTokenAccount = (
       ),
     )
     for (const wallet of wallets.rows) {
-      for (const mint of mints) {
-        const account = yield* Effect.promise(() =>
-          associatedTokenAccount(solanaAddress(wallet.address), solanaAddress(mint)),
-        )
-        if (account !== to_address) continue
+      for (const contract of contracts) {
+        const key = `${chain} ${contract} ${wallet.address}`
+        let account = token_accounts.get(key)
+        if (account === undefined) {
+          // Both are addresses the platform made and checked; a refusal here would be a defect.
+          account = yield* Effect.orDie(tokenAccountOf(wallet.address, contract))
+          if (token_accounts.size >= token_accounts_cached_max) token_accounts.clear()
+          token_accounts.set(key, account)
+        }
+        if (!sameAddress(chain, account, to_address)) continue
         return yield* unprocessable(
           "token_account_address",
-          `${to_address} is the token account of a wallet of the platform (it keeps that wallet's tokens, and no key signs for it): tokens sent to it would belong to no one. Send to the wallet's own address.`,
+          family === "ton"
+            ? `${to_address} is the jetton wallet of a wallet of the platform (the contract that keeps that wallet's jettons, moved only by its owner): jettons sent to it would belong to no one. Send to the wallet's own address.`
+            : `${to_address} is the token account of a wallet of the platform (it keeps that wallet's tokens, and no key signs for it): tokens sent to it would belong to no one. Send to the wallet's own address.`,
           "to_address",
         )
       }
@@ -342,9 +363,14 @@ const createTransfer = (payload: TransferPayload) =>
               Effect.andThen(
                 refuseOtherChainCustody(platform.pool, caller.environment, chain, destination),
                 () =>
-                  refuseCustodyTokenAccount(platform.pool, caller.environment, chain, destination, [
-                    ...running.contracts.values(),
-                  ]),
+                  refuseCustodyTokenAccount(
+                    platform.pool,
+                    caller.environment,
+                    chain,
+                    destination,
+                    running.adapter,
+                    [...running.contracts.values()],
+                  ),
               ),
               () =>
                 refuseOnChainShortfall(
