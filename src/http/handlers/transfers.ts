@@ -10,7 +10,7 @@ import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import type pg from "pg"
 import { assert, assertNever } from "../../../domain/assert.ts"
-import { chainFamily, sameAddress, tronSpellingOfEvm } from "../../../domain/custody/derive.ts"
+import { chainFamily, tronSpellingOfEvm } from "../../../domain/custody/derive.ts"
 import { paymentFee } from "../../../domain/ledger/fee.ts"
 import { available } from "../../../domain/ledger/invariants.ts"
 import { formatAmount } from "../../../domain/money/amount.ts"
@@ -32,6 +32,7 @@ import {
 } from "../../transfers/model.ts"
 import { type RequestError, requestTransfer, transferByIdempotencyKey } from "../../transfers/request.ts"
 import { chainRoutes } from "../../transfers/routes.ts"
+import { isCustodyTokenAccount } from "../../transfers/token-accounts.ts"
 import { verifyTransfer } from "../../transfers/verify.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
 import { ApiError, badRequest, CurrentRequestId, notFound, unprocessable } from "../errors.ts"
@@ -182,14 +183,6 @@ const refuseOtherChainCustody = (
   })
 
 /**
- * Token accounts already derived, by chain, contract and owner (a TON jetton wallet's address takes
- * about 0.1 ms to compute, and each transfer looks at every wallet of its chain). Bounded: past the
- * bound it starts again empty.
- */
-const token_accounts = new Map<string, string>()
-const token_accounts_cached_max = 200_000
-
-/**
  * A destination that is where one of the platform's wallets keeps its tokens rather than the wallet
  * itself: Solana's associated token account (an off-curve address, so no key signs for it) or TON's
  * jetton wallet (a contract that only its owner's messages move), created or not. A transfer to it
@@ -207,8 +200,7 @@ const refuseCustodyTokenAccount = (
   contracts: ReadonlyArray<string>,
 ) =>
   Effect.gen(function* () {
-    const tokenAccountOf = adapter.tokenAccountOf
-    if (tokenAccountOf === undefined) return
+    if (adapter.tokenAccountOf === undefined) return
     const family = chainFamily(chain)
     if (family === "solana" && !isOffCurveAddress(solanaAddress(to_address))) return
     const wallets = yield* db(() =>
@@ -217,26 +209,21 @@ const refuseCustodyTokenAccount = (
         [chain, environment],
       ),
     )
-    for (const wallet of wallets.rows) {
-      for (const contract of contracts) {
-        const key = `${chain} ${contract} ${wallet.address}`
-        let account = token_accounts.get(key)
-        if (account === undefined) {
-          // Both are addresses the platform made and checked; a refusal here would be a defect.
-          account = yield* Effect.orDie(tokenAccountOf(wallet.address, contract))
-          if (token_accounts.size >= token_accounts_cached_max) token_accounts.clear()
-          token_accounts.set(key, account)
-        }
-        if (!sameAddress(chain, account, to_address)) continue
-        return yield* unprocessable(
-          "token_account_address",
-          family === "ton"
-            ? `${to_address} is the jetton wallet of a wallet of the platform (the contract that keeps that wallet's jettons, moved only by its owner): jettons sent to it would belong to no one. Send to the wallet's own address.`
-            : `${to_address} is the token account of a wallet of the platform (it keeps that wallet's tokens, and no key signs for it): tokens sent to it would belong to no one. Send to the wallet's own address.`,
-          "to_address",
-        )
-      }
-    }
+    const found = yield* isCustodyTokenAccount({
+      chain,
+      adapter,
+      wallet_addresses: wallets.rows.map((wallet) => wallet.address),
+      contracts,
+      destination: to_address,
+    })
+    if (!found) return
+    return yield* unprocessable(
+      "token_account_address",
+      family === "ton"
+        ? `${to_address} is the jetton wallet of a wallet of the platform (the contract that keeps that wallet's jettons, moved only by its owner): jettons sent to it would belong to no one. Send to the wallet's own address.`
+        : `${to_address} is the token account of a wallet of the platform (it keeps that wallet's tokens, and no key signs for it): tokens sent to it would belong to no one. Send to the wallet's own address.`,
+      "to_address",
+    )
   })
 
 /** Whether `tx_hash` is in a block (confirmed, final or reverted); no answer in time counts as no. */
