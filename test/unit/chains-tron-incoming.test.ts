@@ -1,15 +1,18 @@
 // Proves that the Tron adapter's `incomingTransfers` finds TRC-20 deposits with the full node HTTP
 // API alone: the right amount, sender, recipient and proof; other contracts, other recipients,
 // failed transactions and look-alike logs ignored; several logs of one block with their indexes;
-// the port's bounds; bounded request volume; and proofs that agree with `transactionStatus`.
+// the port's bounds; bounded request volume; and proofs that agree with `transactionStatus`. Also
+// how `broadcast` reads the node's refusals: bytes the chain holds (in a block, in the pool) are a
+// rebroadcast whatever the refusal's code; an expiration is `TransactionExpired`, anything else
+// `BroadcastRejected`.
 //
 // No Tron node can run on this machine, so a local node:http server stands in for a java-tron full
 // node: it answers /wallet/getnowblock, getblockbynum, gettransactioninfobyblocknum,
-// gettransactioninfobyid and gettransactionfrompending in the JSON shapes java-tron documents. Its
-// blocks hold real transactions, built and signed with the adapter's own code; each Transfer log is
-// derived from its signed transaction by tronweb (its protobuf decoder, ABI decoder and encoder,
-// address conversion and keccak), not by the adapter, so the adapter's decoding is checked against
-// an independent implementation. This tests the adapter and its HTTP transport up to the node's
+// gettransactioninfobyid, gettransactionfrompending and broadcasthex in the JSON shapes java-tron
+// documents. Its blocks hold real transactions, built and signed with the adapter's own code; each
+// Transfer log is derived from its signed transaction by tronweb (its protobuf decoder, ABI decoder
+// and encoder, address conversion and keccak), not by the adapter, so the adapter's decoding is
+// checked against an independent implementation. This tests the adapter and its HTTP transport up to the node's
 // boundary, not against a real node.
 
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
@@ -68,6 +71,8 @@ let timestamp_ms = 1_683_345_356_000n
 /** A transaction signed by custody wallet `payer`, with its JSON as a block lists it. */
 interface Signed {
   readonly tx_id: string
+  /** The signed transaction's bytes, 0x-hex, as `signTransfer` answers them. */
+  readonly raw: string
   readonly json: Record<string, unknown>
   /** The call's contract and data, as tronweb decodes them from the signed bytes. */
   readonly call: { readonly owner: string; readonly contract: string; readonly data: string } | null
@@ -102,7 +107,7 @@ function sign(payer: number, contract: Parameters<typeof buildRawData>[0]): Sign
           data: String(value.data),
         }
       : null
-  return { tx_id, json, call }
+  return { tx_id, raw: `0x${bytesToHex(signed.transaction)}`, json, call }
 }
 
 function signTokenTransfer(payer: number, token: string, to: string, amount: bigint): Signed {
@@ -223,6 +228,10 @@ class StandInFullNode {
   readonly requests: Array<{ readonly path: string; readonly body: Record<string, unknown> }> = []
   in_flight = 0
   in_flight_max = 0
+  /** What /wallet/broadcasthex answers (java-tron's shape); accepted unless a test says otherwise. */
+  broadcast_answer: Record<string, unknown> = { result: true }
+  /** Ids the node holds in its pool of pending transactions. */
+  readonly pending = new Set<string>()
   /** Called when a block is read, before the answer: lets a test change the chain mid-scan. */
   onBlockRead: (number: number) => void = () => {}
   url = ""
@@ -291,7 +300,9 @@ class StandInFullNode {
         return {}
       }
       case "/wallet/gettransactionfrompending":
-        return {}
+        return this.pending.has(String(body.value)) ? { txID: body.value } : {}
+      case "/wallet/broadcasthex":
+        return this.broadcast_answer
       default:
         return undefined
     }
@@ -419,6 +430,8 @@ beforeEach(async () => {
   node.head = 120
   node.requests.length = 0
   node.in_flight_max = 0
+  node.broadcast_answer = { result: true }
+  node.pending.clear()
   node.onBlockRead = () => {}
 })
 
@@ -693,5 +706,46 @@ describe("TRC-20 Transfer logs", () => {
     ["a topic missing", { ...log, topics: log.topics.slice(0, 2) }],
   ])("refuses %s", (_name, candidate) => {
     expect(trc20TransferOfLog(candidate)).toBeNull()
+  })
+})
+
+describe("broadcast", () => {
+  /** java-tron's refusal: its code, and its message as hex of UTF-8. */
+  const refused = (code: string, message: string) => ({
+    result: false,
+    code,
+    message: bytesToHex(utf8ToBytes(message)),
+  })
+  const send = (raw: string) => Effect.runPromise(Effect.result(adapter.broadcast(raw)))
+  const sent = signTokenTransfer(2, usdt, outsider, 1_000_000n)
+  const expired = refused("TRANSACTION_EXPIRATION_ERROR", "Transaction expired")
+
+  it("succeeds when the node accepts the bytes or already holds them (DUP_TRANSACTION_ERROR)", async () => {
+    expect(await send(sent.raw)).toEqual(Result.succeed({ tx_hash: sent.tx_id }))
+    node.broadcast_answer = refused("DUP_TRANSACTION_ERROR", "Dup transaction.")
+    expect(await send(sent.raw)).toEqual(Result.succeed({ tx_hash: sent.tx_id }))
+  })
+
+  it("takes a refusal of bytes already in a block, or in the node's pool, as the rebroadcast it is", async () => {
+    // Landed before a crash, sent again after the expiration to a node that no longer remembers it.
+    node.broadcast_answer = expired
+    expect(await send(deposit.raw)).toEqual(Result.succeed({ tx_hash: deposit.tx_id }))
+    node.broadcast_answer = refused("TAPOS_ERROR", "Tapos check error")
+    expect(await send(deposit.raw)).toEqual(Result.succeed({ tx_hash: deposit.tx_id }))
+    node.pending.add(sent.tx_id)
+    expect(await send(sent.raw)).toEqual(Result.succeed({ tx_hash: sent.tx_id }))
+  })
+
+  it("reports bytes past their expiration that the chain does not hold as expired, anything else as rejected", async () => {
+    node.broadcast_answer = expired
+    const late = await send(sent.raw)
+    expect(Result.isFailure(late) && late.failure._tag).toBe("TransactionExpired")
+    node.broadcast_answer = refused("SIGERROR", "Validate signature error")
+    const bad = await send(sent.raw)
+    expect(Result.isFailure(bad) && bad.failure).toMatchObject({
+      _tag: "BroadcastRejected",
+      tx_hash: sent.tx_id,
+      reason: "SIGERROR: Validate signature error",
+    })
   })
 })

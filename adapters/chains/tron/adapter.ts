@@ -7,6 +7,7 @@
  * - There is no nonce. Replay protection is TAPOS plus expiration: a signed transaction can be
  *   included only until `expiration` (reference block time + `lifetime_ms`), so rebroadcasting the
  *   persisted bytes is safe and idempotent until then, and after it the transaction can never land.
+ *   A refusal of bytes the chain already holds is still a successful rebroadcast (see `broadcast`).
  *   `SignedTransfer.nonce` is therefore always 0, and `SignOptions.nonce` is ignored.
  * - Two identical transfers would have identical txIDs if they shared a timestamp; this adapter's
  *   timestamps strictly increase per instance (one job per sender address, as the port asks).
@@ -27,6 +28,7 @@ import {
   InsufficientFundsForFee,
   InvalidChainAddress,
   type SignedTransfer,
+  TransactionExpired,
   type TransactionStatus,
   type TransferIntent,
   TransferWouldRevert,
@@ -59,6 +61,8 @@ const block_reads_in_flight_default = 4
 const balance_of_selector = "70a08231"
 /** The node reports a rebroadcast of a transaction it already holds with this code. */
 const duplicate_code = "DUP_TRANSACTION_ERROR"
+/** The node refuses a transaction past its `expiration` with this code: it can never be included. */
+const expiration_code = "TRANSACTION_EXPIRATION_ERROR"
 
 /**
  * A Tron adapter over one full node.
@@ -147,6 +151,13 @@ export function makeTronAdapter(config: TronChainConfig, transport: TronTranspor
         const tx_hash = bytesToHex(verified.tx_id)
         const answer = yield* transport.broadcastHex(bytesToHex(bytes))
         if (answer.accepted || answer.code === duplicate_code) return { tx_hash }
+        // A node names a duplicate only while it remembers the transaction's id: bytes that landed
+        // before a crash, sent again after their expiration (to another node, or one that
+        // restarted), can be refused as expired or for their TaPoS. Bytes the chain holds (in a
+        // block, or waiting in the node's pool) are a rebroadcast all the same, and succeed.
+        if ((yield* transport.transactionInfo(tx_hash)) !== null) return { tx_hash }
+        if (yield* transport.isPending(tx_hash)) return { tx_hash }
+        if (answer.code === expiration_code) return yield* new TransactionExpired({ tx_hash })
         return yield* new BroadcastRejected({ tx_hash, reason: `${answer.code}: ${answer.message}` })
       }),
     transactionStatus: (tx_hash) => transactionStatus(transport, config, tx_hash),
