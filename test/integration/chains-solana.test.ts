@@ -313,4 +313,33 @@ describe("Solana adapter on LiteSVM", () => {
     const too_wide = await runExit(adapter.incomingTransfers({ ...query, to_block: first_slot + 20_000n }))
     expect(Exit.isFailure(too_wide) && JSON.stringify(too_wide.cause)).toContain("QueryTooWide")
   })
+
+  test("bytes that land between the adapter's first read and the node's refusal are a rebroadcast", async () => {
+    const intent = { asset: { kind: "native" }, to: addressOf(6), amount: 1_000_000n } as const
+    const signed = await run(adapter.signTransfer(keyOf(0), intent))
+    await run(adapter.broadcast(signed.raw))
+    // A worker restarted after the broadcast reads the chain just before the bytes land; the node
+    // then refuses them (as a node may refuse bytes it already processed, for another reason).
+    let reads = 0
+    const lagging: LiteSvmTransport = new Proxy(transport, {
+      get: (target, property, receiver) => {
+        if (property === "landed")
+          return (signature: Parameters<LiteSvmTransport["landed"]>[0]) =>
+            reads++ === 0 ? Promise.resolve(null) : target.landed(signature)
+        if (property === "send")
+          return () => Promise.resolve({ kind: "rejected", reason: "Blockhash not found" })
+        return Reflect.get(target, property, receiver)
+      },
+    })
+    const before = await run(adapter.balance(addressOf(6), { kind: "native" }))
+    expect(await run(makeSolanaAdapter(lagging, { finality_confirmations }).broadcast(signed.raw))).toEqual({
+      tx_hash: signed.tx_hash,
+    })
+    expect(reads).toBe(2)
+    expect(await run(adapter.balance(addressOf(6), { kind: "native" }))).toBe(before)
+    // Bytes that never landed, refused the same way, are still refused.
+    const other = await run(adapter.signTransfer(keyOf(0), { ...intent, amount: 2_000_000n }))
+    const refused = await runExit(makeSolanaAdapter(lagging, { finality_confirmations }).broadcast(other.raw))
+    expect(Exit.isFailure(refused) && JSON.stringify(refused.cause)).toContain("BroadcastRejected")
+  })
 })

@@ -126,6 +126,26 @@ describe("TON adapter on @ton/sandbox", () => {
     expect(estimate).toBeLessThan(fee_paid * 2n)
   })
 
+  test("a message that lands between the adapter's first read and its seqno read is a rebroadcast, not NonceTooLow", async () => {
+    const bystander = addressOf(9)
+    const signed = await run(adapter.signTransfer(keyOf(0), nativeTo(bystander, toNano("0.05"))))
+    await run(adapter.broadcast(signed.raw))
+    // A worker restarted after the broadcast reads the wallet just before the message lands: its
+    // first read finds nothing, and the seqno it reads next is already taken by this message.
+    let reads = 0
+    const lagging: TonTransport = new Proxy(transport, {
+      get: (target, property, receiver) =>
+        property === "landed"
+          ? (...args: Parameters<TonTransport["landed"]>) =>
+              reads++ === 0 ? Promise.resolve(null) : target.landed(...args)
+          : Reflect.get(target, property, receiver),
+    })
+    const before = await balanceOf(bystander)
+    expect(await run(makeTonAdapter(lagging).broadcast(signed.raw))).toEqual({ tx_hash: signed.tx_hash })
+    expect(reads).toBe(2)
+    expect(await balanceOf(bystander)).toBe(before)
+  })
+
   test("two messages signed for one seqno: the second is refused as NonceTooLow and reads dropped", async () => {
     const first = await run(adapter.signTransfer(keyOf(0), nativeTo(receiver, toNano("0.1"))))
     const second = await run(adapter.signTransfer(keyOf(0), nativeTo(receiver, toNano("0.2"))))

@@ -238,6 +238,9 @@ export function makeSolanaAdapter(transport: SolanaTransport, config: SolanaChai
           remember(broadcasted, tx_hash, lifetime)
           return { tx_hash }
         case "insufficient_funds_for_fee": {
+          // Read again, as for any refusal: these very bytes may have landed since the first read
+          // (their fee paid), and then this is a rebroadcast that moves nothing.
+          if ((yield* call(() => transport.landed(tx_hash))) !== null) return { tx_hash }
           const required = yield* call(() => transport.feeForMessage(summary.message_bytes))
           const available = yield* call(() => transport.lamports(summary.fee_payer))
           return yield* Effect.fail(
@@ -245,6 +248,7 @@ export function makeSolanaAdapter(transport: SolanaTransport, config: SolanaChai
           )
         }
         case "rejected":
+          if ((yield* call(() => transport.landed(tx_hash))) !== null) return { tx_hash }
           return yield* Effect.fail(new BroadcastRejected({ tx_hash, reason: outcome.reason }))
       }
     })

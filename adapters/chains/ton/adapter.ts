@@ -330,10 +330,15 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
       }
       const tx_hash = summary.message_hash
       remember(messages, summary.message_hash, summary)
-      if ((yield* call(() => transport.landed(summary.wallet, tx_hash))) !== null) return { tx_hash }
+      const landed = () => call(() => transport.landed(summary.wallet, tx_hash))
+      if ((yield* landed()) !== null) return { tx_hash }
       const seqno = (yield* call(() => transport.getSeqno(summary.wallet))) ?? 0
-      if (seqno > summary.seqno) return yield* Effect.fail(new NonceTooLow({ tx_hash, nonce: summary.seqno }))
-      if (expired(yield* call(() => transport.now()), summary.valid_until)) {
+      const too_late = seqno > summary.seqno
+      if (too_late || expired(yield* call(() => transport.now()), summary.valid_until)) {
+        // Read again: this very message may have taken the seqno, or landed before its
+        // `valid_until`, since the first read. Only then is it a rebroadcast that moves nothing.
+        if ((yield* landed()) !== null) return { tx_hash }
+        if (too_late) return yield* Effect.fail(new NonceTooLow({ tx_hash, nonce: summary.seqno }))
         return yield* Effect.fail(new TransactionExpired({ tx_hash }))
       }
       const outcome = yield* call(() => transport.send(summary.message))
