@@ -70,6 +70,12 @@ export interface InclusionProof {
   readonly confirmations: number
 }
 
+/**
+ * `confirmed`: in a block, not yet at the chain's finality depth, whether it succeeded or failed
+ * there (a reorganisation can still change either). `finalized` and `reverted`: succeeded or failed
+ * in a block at finality depth (TON's blocks are final at once). `seen`: waiting in a pool.
+ * `dropped`: known nowhere.
+ */
 export type TransactionStatus =
   | { readonly status: "seen"; readonly tx_hash: string }
   | { readonly status: "confirmed"; readonly proof: InclusionProof }

@@ -158,14 +158,24 @@ describe("a transfer", () => {
     expect(await run(adapter.balance(carol.address, native))).toBe(before + 10n ** 15n)
   })
 
-  it("is reported reverted when the recipient is blocked between signing and broadcast", async () => {
+  it("is reported reverted, once final, when the recipient is blocked between signing and broadcast", async () => {
     const signed = await run(adapter.signTransfer(alice.key, { asset: token, to: carol.address, amount: 7n }))
     await issuerCall("blockAccount", [carol.address])
     try {
       const before = await tokenBalance(alice.address)
       await run(adapter.broadcast(signed.raw))
+      // In a block but short of finality, a revert is not decided yet: a reorganisation could still
+      // order it where it succeeds.
       const mined = await minedStatus(signed.tx_hash)
-      expect(mined).toMatchObject({ status: "reverted", proof: { tx_hash: signed.tx_hash, log_index: null } })
+      expect(mined).toMatchObject({
+        status: "confirmed",
+        proof: { tx_hash: signed.tx_hash, log_index: null },
+      })
+      await mineBlocks(finality_confirmations - 1)
+      expect(await status(signed.tx_hash)).toMatchObject({
+        status: "reverted",
+        proof: { tx_hash: signed.tx_hash, log_index: null, confirmations: finality_confirmations },
+      })
       expect(await tokenBalance(alice.address)).toBe(before)
       // Signing anew now fails in simulation, before anything is signed.
       const refused = await failure(

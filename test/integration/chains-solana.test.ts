@@ -232,6 +232,10 @@ describe("Solana adapter on LiteSVM", () => {
 
     const lamports_before = await run(adapter.balance(addressOf(3), { kind: "native" }))
     await run(adapter.broadcast(signed.raw))
+    // In a block short of finality the failure is not decided yet (a fork could still replace it).
+    const landed = await run(adapter.transactionStatus(signed.tx_hash))
+    expect(landed.status === "confirmed" && landed.proof.log_index).toBeNull()
+    transport.advanceSlots(BigInt(finality_confirmations))
     const status = await run(adapter.transactionStatus(signed.tx_hash))
     expect(status.status).toBe("reverted")
     expect(status.status === "reverted" && status.proof.log_index).toBeNull()

@@ -498,10 +498,14 @@ describe("incomingTransfers against a stand-in full node", () => {
     expect(await incoming({ addresses: [custody_b] })).toEqual([])
   })
 
-  it("ignores a failed transaction, even one whose result carries a Transfer log", async () => {
+  it("ignores a failed transaction, even one whose result carries a Transfer log, and reports it reverted once final", async () => {
     expect(await incoming({ addresses: [custody_b], from_block: 102n, to_block: 102n })).toEqual([])
     const status = await Effect.runPromise(adapter.transactionStatus(reverted.tx_id))
     expect(status.status).toBe("reverted")
+    // Short of the 19 confirmations of finality, the failure is not decided yet: confirmed.
+    node.head = 110
+    const recent = await Effect.runPromise(adapter.transactionStatus(reverted.tx_id))
+    expect(recent).toMatchObject({ status: "confirmed", proof: { confirmations: 9, log_index: null } })
   })
 
   it("finds several logs in one block once each, indexed within their transaction, and skips look-alike events", async () => {

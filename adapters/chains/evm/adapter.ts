@@ -331,10 +331,10 @@ function transactionStatus(
       log_index: receipt.status === "success" ? (transfer_log?.logIndex ?? null) : null,
       confirmations: Number(latest - receipt.blockNumber + 1n),
     }
-    if (receipt.status === "reverted") return { status: "reverted", proof }
-    return proof.confirmations >= config.finality_confirmations
-      ? { status: "finalized", proof }
-      : { status: "confirmed", proof }
+    // A revert is final only with its block: a reorganisation can still order the transaction
+    // where it succeeds, so until then it reads confirmed (in a block, not yet decided).
+    if (proof.confirmations < config.finality_confirmations) return { status: "confirmed", proof }
+    return { status: receipt.status === "reverted" ? "reverted" : "finalized", proof }
   })
 }
 

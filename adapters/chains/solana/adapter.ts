@@ -283,11 +283,15 @@ export function makeSolanaAdapter(transport: SolanaTransport, config: SolanaChai
         return { status: alive ? "seen" : "dropped", tx_hash }
       }
       const newest_slot = yield* call(() => transport.slot())
-      if (landed.failed) return { status: "reverted", proof: proofOf(landed, newest_slot, null) }
-      const log_index = tokenTransfersIn(landed.wire, landed.loaded_addresses)[0]?.instruction_index ?? null
+      const log_index = landed.failed
+        ? null
+        : (tokenTransfersIn(landed.wire, landed.loaded_addresses)[0]?.instruction_index ?? null)
       const proof = proofOf(landed, newest_slot, log_index)
       const final = landed.finalized || proof.confirmations >= config.finality_confirmations
-      return { status: final ? "finalized" : "confirmed", proof }
+      // A failure is final only with its block: a fork can still replace that block with one where
+      // the transaction succeeds, so until then it reads confirmed (in a block, not yet decided).
+      if (!final) return { status: "confirmed", proof }
+      return { status: landed.failed ? "reverted" : "finalized", proof }
     })
 
   const balance = (address: string, asset: ChainAsset) =>

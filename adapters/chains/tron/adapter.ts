@@ -203,10 +203,10 @@ function transactionStatus(
       log_index: info.succeeded ? transferLogIndex(info.logs) : null,
       confirmations,
     }
-    if (!info.succeeded) return { status: "reverted", proof }
-    return confirmations >= config.finality_confirmations
-      ? { status: "finalized", proof }
-      : { status: "confirmed", proof }
+    // A failure is final only with its block: a reorganisation can still order the transaction
+    // where it succeeds, so until then it reads confirmed (in a block, not yet decided).
+    if (confirmations < config.finality_confirmations) return { status: "confirmed", proof }
+    return { status: info.succeeded ? "finalized" : "reverted", proof }
   })
 }
 
