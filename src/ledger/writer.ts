@@ -362,10 +362,20 @@ export interface LedgerWriterService {
     command: LedgerCommand,
     context: CommandContext,
   ) => Effect.Effect<CommandResult, WriterError>
-  /** The writer's view of a ledger (loading it if needed): state and stream version. */
+  /**
+   * The writer's view of a ledger (loading it if needed): state and stream version. It is as recent
+   * as this process's last write or read of the ledger; other processes may have written since
+   * (see `sync`).
+   */
   readonly snapshot: (
     ledger: LedgerId,
   ) => Effect.Effect<{ readonly state: LedgerState; readonly version: number }>
+  /**
+   * Catches the writer's view of a ledger up with everything committed before the call, by any
+   * process (a no-op command through the ledger's queue, which reloads when the stream moved). Call
+   * it before a `snapshot` whose answer refuses something or acts on it.
+   */
+  readonly sync: (ledger: LedgerId) => Effect.Effect<void, WriterError>
 }
 
 export const makeLedgerWriter = (
@@ -638,7 +648,11 @@ export const makeLedgerWriter = (
     const expected = base.version === 0 ? "no_stream" : base.version
     const done: Promise<FlightOutcome> =
       events.length === 0
-        ? Promise.resolve({ kind: "appended", events: [], version: base.version })
+        ? headMoved(slot, base.version).then(
+            (moved): FlightOutcome =>
+              moved ? { kind: "conflict" } : { kind: "appended", events: [], version: base.version },
+            (defect: unknown): FlightOutcome => ({ kind: "defect", defect }),
+          )
         : appendBatch(slot.stream_id, expected, events, decided).then(
             (appended): FlightOutcome =>
               Result.isSuccess(appended)
@@ -652,6 +666,20 @@ export const makeLedgerWriter = (
           )
     slot.inFlight.push({ batch, decided, state, version_after: base.version + events.length, keys, done })
     return true
+  }
+
+  /**
+   * Whether the stream has events after `version`. A batch that writes nothing (every command
+   * refused, replayed or a no-op) has no append to fail on a stale view, so it asks: another process
+   * may have written since this one last read (a credit that makes a refused payment affordable, the
+   * reservation a settlement or an expiry looks for). If so, the batch is decided again on the
+   * reloaded ledger, as after a version conflict.
+   */
+  const headMoved = async (slot: LedgerSlot, version: number): Promise<boolean> => {
+    const after = await Effect.runPromise(
+      store.readStream(slot.stream_id, { from_version: version + 1, max_count: 1 }),
+    )
+    return after.length > 0
   }
 
   /** Puts a failed batch's commands back at the front of the queue, or gives up on them. */
@@ -805,7 +833,13 @@ export const makeLedgerWriter = (
       })
     })
 
-  return { execute, snapshot }
+  /** Nothing is due at time 0 (a timeout of 0 never lapses): a command that decides to write nothing. */
+  const catchUpCommand: LedgerCommand = { type: "ExpirePendingTransfers", now_ms: 0 }
+
+  const sync = (ledger: LedgerId) =>
+    Effect.asVoid(execute(ledger, catchUpCommand, { actor: "system:sync", correlation_id: "sync" }))
+
+  return { execute, snapshot, sync }
 }
 
 export class LedgerWriter extends Context.Service<LedgerWriter, LedgerWriterService>()(

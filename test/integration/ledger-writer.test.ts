@@ -57,6 +57,12 @@ const setup = async (
   }
 }
 
+/** An account's available balance: credits posted less debits posted and pending. */
+const available = (state: LedgerState, account_id: string): bigint => {
+  const account = state.accounts.get(account_id)
+  return account === undefined ? 0n : account.credits_posted - account.debits_posted - account.debits_pending
+}
+
 const foldStream = async (streamId: string): Promise<{ state: LedgerState; versions: number[] }> => {
   const events = await Effect.runPromise(store.readStream(streamId))
   let state = initialState
@@ -216,6 +222,55 @@ describe("LedgerWriter", () => {
       if (account)
         expect(account.debits_posted + account.debits_pending).toBeLessThanOrEqual(account.credits_posted)
     }
+  })
+
+  it("two writers on one ledger: a refusal, an expiry or a sync is decided on what the other wrote, not a stale view", async () => {
+    const ledger = newLedger()
+    const now = 1_700_000_002_000
+    const a = makeLedgerWriter(store)
+    const b = makeLedgerWriter(makePostgresEventStore(db.pool))
+    await setup(a, ledger, 2, 10n)
+    // B loads the ledger (w0 holds 10), then A credits w0 with 100 more.
+    expect(available((await Effect.runPromise(b.snapshot(ledger))).state, "w0")).toBe(10n)
+    expect(
+      Result.isSuccess(
+        await run(a.execute(ledger, createTransfers([transfer("top", "world", "w0", 100n)], now), ctx())),
+      ),
+    ).toBe(true)
+    // B writes nothing for a refusal, so no version conflict would tell it its view is old: it
+    // looks, reloads and decides again. Today's 50 is affordable.
+    const paid = await run(
+      b.execute(ledger, createTransfers([transfer("pay50", "w0", "w1", 50n)], now), ctx()),
+    )
+    expect(Result.isSuccess(paid)).toBe(true)
+    // A reserves with a timeout; B's expiry, due after it, finds the reservation A made.
+    const reserve = transfer("hold", "w1", "w0", 5n, { pending: { timeout_ms: 1_000 } })
+    expect(Result.isSuccess(await run(a.execute(ledger, createTransfers([reserve], now), ctx())))).toBe(true)
+    const expired = await run(
+      b.execute(ledger, { type: "ExpirePendingTransfers", now_ms: now + 2_000 }, ctx()),
+    )
+    expect(Result.isSuccess(expired) && expired.success.events.map((event) => event.event_type)).toEqual([
+      "PendingTransferExpired",
+    ])
+    // A snapshot is as old as the writer's last read; `sync` catches it up with what A wrote.
+    expect(
+      Result.isSuccess(
+        await run(a.execute(ledger, createTransfers([transfer("more", "world", "w1", 7n)], now), ctx())),
+      ),
+    ).toBe(true)
+    const before = (await Effect.runPromise(b.snapshot(ledger))).state
+    expect(hasTransfer(before, "more")).toBe(false)
+    expect(Result.isSuccess(await run(b.sync(ledger)))).toBe(true)
+    const after = await Effect.runPromise(b.snapshot(ledger))
+    expect(hasTransfer(after.state, "more")).toBe(true)
+    const { versions } = await foldStream(ledgerStreamId(ledger))
+    expect(after.version).toBe(versions.length)
+    // A refusal that stands is still refused (and costs no write): w1 cannot pay 1,000.
+    const refused = await run(
+      b.execute(ledger, createTransfers([transfer("big", "w1", "w0", 1_000n)], now), ctx()),
+    )
+    expect(Result.isFailure(refused) && refused.failure._tag).toBe("InsufficientFunds")
+    expect((await foldStream(ledgerStreamId(ledger))).versions.length).toBe(versions.length)
   })
 
   it("group commit across ledgers: one transaction carries the batches of many ledgers, each hook sees its commands", async () => {

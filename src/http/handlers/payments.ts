@@ -330,7 +330,10 @@ const pay = (payload: PayPayload) =>
         // A token of another chain is held only once one arrived by social payment: a wallet
         // without it has nothing to pay with, and no account is opened for it by asking.
         if (asset.chain !== payer.chain) {
-          const { state } = yield* mapLedgerErrors(platform.writer.snapshot(ledger))
+          // Caught up first: another process may have paid the wallet this token since this one
+          // last read the ledger, and a refusal is recorded.
+          yield* mapLedgerErrors(platform.writer.sync(ledger))
+          const { state } = yield* platform.writer.snapshot(ledger)
           if (!state.accounts.has(walletAccountId(payer.wallet_id, asset))) {
             const refused = new ApiError({
               status: 422,

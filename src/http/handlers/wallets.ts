@@ -218,6 +218,8 @@ const faucet = (payload: { wallet_id: string; token: string; amount: number | st
         )
         const transfer_id =
           ticket === undefined ? newId("fct") : faucetTransferId(caller, ticket.idempotency_key)
+        // A retry's credit may have been made by another process: caught up before looking.
+        if (ticket !== undefined) yield* mapLedgerErrors(platform.writer.sync(ledger))
         const credited =
           ticket !== undefined && hasTransfer((yield* platform.writer.snapshot(ledger)).state, transfer_id)
         // Where the wallet's chain runs locally, the tokens exist on chain too (with gas to move them).
