@@ -330,7 +330,7 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
       }
       const tx_hash = summary.message_hash
       remember(messages, summary.message_hash, summary)
-      const landed = () => call(() => transport.landed(summary.wallet, tx_hash))
+      const landed = () => call(() => transport.landed(summary.wallet, tx_hash, signedAt(summary)))
       if ((yield* landed()) !== null) return { tx_hash }
       const seqno = (yield* call(() => transport.getSeqno(summary.wallet))) ?? 0
       const too_late = seqno > summary.seqno
@@ -359,7 +359,7 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
     Effect.gen(function* () {
       const summary = messages.get(tx_hash)
       if (summary === undefined) return yield* foreignStatus(tx_hash, log_index)
-      const landedNow = () => call(() => transport.landed(summary.wallet, tx_hash))
+      const landedNow = () => call(() => transport.landed(summary.wallet, tx_hash, signedAt(summary)))
       const landed = yield* landedNow()
       if (landed !== null) return yield* settledStatus(tx_hash, summary, landed, log_index)
       const seqno = (yield* call(() => transport.getSeqno(summary.wallet))) ?? 0
@@ -608,6 +608,14 @@ function proofOf(tx_hash: string, landed: LandedTransaction): InclusionProof {
 /** The user-friendly, URL-safe, non-bounceable form custody uses (`UQ...`). */
 function friendly(address: Address): string {
   return address.toString({ urlSafe: true, bounceable: false, testOnly: false })
+}
+
+/**
+ * The earliest time (Unix seconds) a message could have landed: when it was signed, `valid_until`
+ * less the lifetime it was given, with a minute's margin for clocks.
+ */
+function signedAt(summary: { readonly valid_until: number }): number {
+  return summary.valid_until - message_ttl_seconds - 60
 }
 
 /** The wallet refuses a message from its `valid_until` on (`valid_until <= now()` in its code). */

@@ -5,10 +5,11 @@
  *
  * Limits of API v2 that shape it:
  * - The clock is this machine's: the API does not expose the chain's time.
- * - `landed` looks for the message among the wallet's newest `landed_lookback_count` transactions;
- *   a wallet busier than that between broadcast and status read makes an old message read as not
- *   landed (toncenter's API v3 can find a transaction by message hash; a port change would let the
- *   adapter keep the wallet's seqno to narrow the search).
+ * - `landed` pages back through the wallet's history to the earliest time the message could have
+ *   landed (`since_unix`, which the adapter gives for every message it signed), at most
+ *   `landed_page_count_max` pages, and fails rather than answer "not landed" when it cannot reach
+ *   it: a busy wallet must not make a landed message read as dropped, which would release funds it
+ *   sent. Without `since_unix` it looks at the newest `landed_lookback_count` transactions only.
  * - `landedMessage` (a message whose wallet is not known) answers null: v2 cannot search by message
  *   hash alone. The adapter remembers the wallets of the incoming transfers it read instead.
  * - The API refuses an external message the wallet would not accept with an HTTP error; an error
@@ -27,6 +28,8 @@ export interface TonHttpConfig {
 }
 
 const landed_lookback_count = 20
+/** Pages of `transactions_page_size` that `landed` reads at most to reach `since_unix`. */
+const landed_page_count_max = 50
 const transactions_page_size = 100
 const transactions_page_count_max = 20
 const request_timeout_ms_default = 10_000
@@ -35,13 +38,24 @@ const request_timeout_ms_default = 10_000
  * A transport for the API at `config.endpoint_url`.
  * @example const transport = makeHttpTransport({ endpoint_url: "https://toncenter.com/api/v2/jsonRPC" })
  */
-export function makeHttpTransport(config: TonHttpConfig): TonTransport {
-  const client = new TonClient({
+export function makeHttpTransport(
+  config: TonHttpConfig,
+  /** The API client; tests give one that answers like the API from a local chain's history. */
+  client: Pick<
+    TonClient,
+    | "getContractState"
+    | "estimateExternalMessageFee"
+    | "sendFile"
+    | "getTransactions"
+    | "getMasterchainInfo"
+    | "getShardTransactions"
+    | "runMethod"
+  > = new TonClient({
     endpoint: config.endpoint_url,
     timeout: config.request_timeout_ms ?? request_timeout_ms_default,
     ...(config.api_key === undefined ? {} : { apiKey: config.api_key }),
-  })
-
+  }),
+): TonTransport {
   const account = async (address: Address) => {
     const state = await client.getContractState(address)
     const status = state.state === "uninitialized" ? "uninit" : state.state
@@ -122,10 +136,32 @@ export function makeHttpTransport(config: TonHttpConfig): TonTransport {
     },
     emulate,
     send,
-    landed: async (address, message_hash) => {
-      const newest = await client.getTransactions(address, { limit: landed_lookback_count })
-      const summaries = newest.map((transaction) => summarizeTransaction(address, transaction))
-      return summaries.find((landed) => landed.in_message_hash === message_hash) ?? null
+    landed: async (address, message_hash, since_unix) => {
+      if (since_unix === undefined) {
+        const newest = await client.getTransactions(address, { limit: landed_lookback_count })
+        const summaries = newest.map((transaction) => summarizeTransaction(address, transaction))
+        return summaries.find((landed) => landed.in_message_hash === message_hash) ?? null
+      }
+      let cursor: { lt: string; hash: string } | undefined
+      for (let page = 0; page < landed_page_count_max; page++) {
+        const batch = await client.getTransactions(address, {
+          limit: transactions_page_size,
+          archival: true,
+          ...(cursor === undefined ? {} : { ...cursor, inclusive: false }),
+        })
+        for (const transaction of batch) {
+          const landed = summarizeTransaction(address, transaction)
+          if (landed.in_message_hash === message_hash) return landed
+        }
+        const oldest = batch.at(-1)
+        // The whole history read, or back past the earliest the message could have landed.
+        if (oldest === undefined || batch.length < transactions_page_size || oldest.now < since_unix)
+          return null
+        cursor = { lt: oldest.lt.toString(), hash: oldest.hash().toString("base64") }
+      }
+      throw new Error(
+        `more than ${landed_page_count_max * transactions_page_size} transactions of ${address.toString()} since ${since_unix}: cannot tell whether the message landed`,
+      )
     },
     // API v2 finds a transaction by its account only; toncenter's API v3 (`transactionsByMessage`)
     // could search by message hash alone.

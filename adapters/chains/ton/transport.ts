@@ -101,8 +101,18 @@ export interface TonTransport {
   /** Emulates an external message with its signature check skipped; changes nothing. */
   readonly emulate: (address: Address, message: Cell) => Promise<EmulationOutcome>
   readonly send: (message: Cell) => Promise<SendOutcome>
-  /** The transaction of `address` whose inbound message has `message_hash`; null when none (yet). */
-  readonly landed: (address: Address, message_hash: string) => Promise<LandedTransaction | null>
+  /**
+   * The transaction of `address` whose inbound message has `message_hash`; null when none (yet).
+   * `since_unix`, when the caller knows it, is the earliest the message could have landed (a wallet
+   * message cannot land before it was signed): a transport that pages through history searches
+   * back to it, however busy the wallet, and fails rather than answer null when it cannot reach
+   * it. Without it, a transport may look only at the newest transactions.
+   */
+  readonly landed: (
+    address: Address,
+    message_hash: string,
+    since_unix?: number,
+  ) => Promise<LandedTransaction | null>
   /**
    * The transaction, on any account, whose inbound message has `message_hash`: how a message whose
    * wallet is not known (an outside sender's, or one signed before a restart) is found. Null when
