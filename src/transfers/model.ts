@@ -101,6 +101,11 @@ export interface TransferRow {
   /** When the signed bytes were first accepted by a node; null while never broadcast. */
   readonly broadcast_at: Date | null
   /**
+   * When the signed bytes were first handed to a node, recorded before it answers; null while
+   * never. Once set, a node's refusal does not prove the transaction can never land.
+   */
+  readonly broadcast_attempted_at: Date | null
+  /**
    * A transaction at the same nonce that moves nothing, signed when the transfer's own transaction
    * outlived its confirmation budget (counter families with a pool: EVM); null until then.
    */

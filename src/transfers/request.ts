@@ -205,6 +205,7 @@ const newRow = (request: TransferRequest, transfer_id: string): TransferRow => (
   tx_hash: null,
   nonce: null,
   broadcast_at: null,
+  broadcast_attempted_at: null,
   replacement_raw_transaction: null,
   replacement_tx_hash: null,
   poll_count: 0,

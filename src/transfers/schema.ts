@@ -87,4 +87,16 @@ select tenant_id, environment, idempotency_key, '${legacy_transfer_fingerprint}'
 on conflict do nothing;
 `,
   },
+  {
+    version: 503,
+    name: "chain transfer broadcast attempts",
+    // Recorded before the bytes are first handed to a node: a refusal after it is no proof that the
+    // bytes are nowhere (an earlier attempt may sit in a pool or a block). Transfers signed before
+    // this version may have been sent without a record of it, so they count as attempted.
+    sql: `
+alter table platform.chain_transfers add column broadcast_attempted_at timestamptz;
+update platform.chain_transfers set broadcast_attempted_at = coalesce(broadcast_at, now())
+ where raw_transaction is not null;
+`,
+  },
 ]

@@ -62,11 +62,14 @@ import type { Environment } from "../../domain/platform/scopes.ts"
 import type { CommandContext, LedgerWriterService } from "../ledger/writer.ts"
 import { ledgerOf } from "../platform/accounts.ts"
 import type {
+  BroadcastRejected,
   ChainAdapter,
   InsufficientFundsForFee,
   InvalidChainAddress,
+  NonceTooLow,
   SignedTransfer,
   SignOptions,
+  TransactionExpired,
   TransactionStatus,
   TransferWouldRevert,
 } from "../ports/chain.ts"
@@ -384,8 +387,25 @@ export function startTransferWorker(
     return (earlier.rowCount ?? 0) > 0
   }
 
-  /** Step 2: broadcast the persisted bytes; a refusal that can never pass fails the transfer. */
-  const broadcast = async (row: TransferRow & { raw_transaction: string }): Promise<Failure | null> => {
+  /**
+   * Step 2: broadcast the persisted bytes. Null when a node took them; the failure to record when
+   * the refusal proves the transaction can never land; `no_answer` when it proves nothing. Bytes
+   * handed to a node before (the attempt is recorded first, so a crash right after sending counts)
+   * may sit in another node's pool or be on their way into a block: a node refusing them now (its
+   * fee floor rose, it is busy, it forgot them) does not mean they are nowhere, so only an expiry,
+   * which the adapters report after reading the chain, fails such a transfer at once.
+   */
+  const broadcast = async (
+    row: TransferRow & { raw_transaction: string },
+  ): Promise<Failure | "no_answer" | null> => {
+    const first_attempt = row.broadcast_attempted_at === null
+    if (first_attempt) {
+      await pool.query(
+        `update platform.chain_transfers set broadcast_attempted_at = coalesce(broadcast_attempted_at, now())
+          where transfer_id = $1`,
+        [row.transfer_id],
+      )
+    }
     const sent = await Effect.runPromise(Effect.result(adapterOf(row).broadcast(row.raw_transaction)))
     if (Result.isSuccess(sent)) {
       await pool.query(
@@ -394,7 +414,13 @@ export function startTransferWorker(
       )
       return null
     }
-    const error = sent.failure
+    if (!first_attempt && sent.failure._tag !== "TransactionExpired") return "no_answer"
+    return refusalFailure(sent.failure)
+  }
+
+  const refusalFailure = (
+    error: InsufficientFundsForFee | NonceTooLow | TransactionExpired | BroadcastRejected,
+  ): Failure => {
     switch (error._tag) {
       case "InsufficientFundsForFee":
         return { code: "insufficient_gas", message: "The sending wallet cannot pay the network fee." }
@@ -680,18 +706,21 @@ export function startTransferWorker(
     assert(row.tx_hash !== null && row.raw_transaction !== null, "a signed row has its bytes and hash")
     if (row.replacement_tx_hash !== null) return await advanceReplaced(row)
     const adapter = adapterOf(row)
-    // Bytes never sent are sent without asking the chain first (a chain that cannot tell signed bytes
-    // from bytes in flight, like TON, would read `seen`); bytes the chain does not know (a crash
-    // after the broadcast, before its record, or a node that forgot them) are sent again. Broadcasting
-    // is idempotent either way.
+    // Bytes never handed to a node are sent without asking the chain first (a chain that cannot tell
+    // signed bytes from bytes in flight, like TON, would read `seen`); bytes the chain does not know
+    // (a crash after the broadcast, before its record, or a node that forgot them) are sent again.
+    // Broadcasting is idempotent either way.
     if (row.broadcast_at === null && (await waitsForEarlierTransfer(row))) return "waiting"
     let status: TransactionStatus =
-      row.broadcast_at === null
+      row.broadcast_attempted_at === null
         ? { status: "dropped", tx_hash: row.tx_hash }
         : await Effect.runPromise(adapter.transactionStatus(row.tx_hash))
     if (status.status === "dropped") {
       await options.beforeBroadcast?.(row)
       const refused = await broadcast({ ...row, raw_transaction: row.raw_transaction })
+      // Bytes that may be out there: counted as a poll that found nothing, so the transfer times
+      // out (EVM: is replaced first) rather than fails now.
+      if (refused === "no_answer") return await countPoll(row, status)
       if (refused !== null) {
         await fail(row, refused)
         return "settled"

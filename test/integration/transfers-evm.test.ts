@@ -470,6 +470,45 @@ describe("on-chain transfers (EVM)", () => {
     expect(await tokenBalance(recipient)).toBe(3_000_000n)
   })
 
+  it("never voids on a node's refusal of bytes it was handed before: they may still land, and here they do", async () => {
+    const wallet = await fundedWallet(30)
+    await node.setBalance(wallet.address, 10n ** 19n)
+    const recipient = testWallet(31).address
+    const row = await withoutAutomine(async () => {
+      const requested = await request(wallet, recipient, 2_000_000n)
+      return await withWorker(
+        async () => {
+          const sent = await until(requested.transfer_id, (current) => current.broadcast_at !== null)
+          expect(sent.broadcast_attempted_at).not.toBeNull()
+          // This node forgets the transaction (another pool may still hold it) and its fee floor
+          // rises above what the transaction pays: every rebroadcast is refused.
+          await node.rpc("anvil_dropTransaction", [sent.tx_hash])
+          await node.rpc("anvil_setNextBlockBaseFeePerGas", [`0x${(10n ** 13n).toString(16)}`])
+          await node.rpc("evm_mine", [])
+          const polled = sent.poll_count
+          await until(requested.transfer_id, (current) => current.poll_count >= polled + 5)
+          expect(await loadRow(requested.transfer_id)).toMatchObject({
+            status: "pending",
+            failure_code: null,
+          })
+          // The spike passes: the worker's next rebroadcast is taken, and the transaction lands.
+          await node.rpc("anvil_setNextBlockBaseFeePerGas", ["0x1"])
+          await node.rpc("evm_mine", [])
+          await until(requested.transfer_id, (current) => current.poll_count >= polled + 8)
+          await node.rpc("evm_mine", [])
+          return await settled(requested.transfer_id)
+        },
+        harness.routes,
+        { poll_interval_ms: 50 },
+      )
+    })
+    expect(row).toMatchObject({ status: "completed", replacement_tx_hash: null })
+    expect(await tokenBalance(recipient)).toBe(2_000_000n)
+    const payer = await account(walletAccountId(wallet.wallet_id, asset))
+    expect(payer.debits_pending).toBe(0n)
+    expect(payer.credits_posted - payer.debits_posted).toBe(funding - 2_000_000n - paymentFee(2_000_000n))
+  })
+
   it("completes a replaced transfer when its own transaction lands instead of the replacement", async () => {
     const wallet = await fundedWallet(8)
     const recipient = testWallet(19).address
