@@ -500,9 +500,18 @@ const SettlementSweeperLive = Layer.effectDiscard(
     const sweep = Effect.gen(function* () {
       yield* repair
       const waiting = yield* Effect.promise(() => findSettleable(pool))
+      // Each recipient on its own: one whose settlement fails does not hold up the others.
       yield* Effect.forEach(
         waiting,
-        (row) => settleWaitingPayments(pool, writer, row, row.recipient, row.wallet_id),
+        (row) =>
+          settleWaitingPayments(pool, writer, row, row.recipient, row.wallet_id).pipe(
+            Effect.catchCause((cause) =>
+              Effect.logWarning("settlement failed; the next sweep tries again", {
+                recipient_of: row.tenant_id,
+                cause: Cause.pretty(cause),
+              }),
+            ),
+          ),
         { discard: true },
       )
     }).pipe(Effect.catchCause((cause) => Effect.logWarning("settlement sweep failed", Cause.pretty(cause))))

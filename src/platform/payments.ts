@@ -36,6 +36,18 @@ export type LedgerAttachment =
       readonly completed_at: string
     }
   | {
+      /**
+       * A settlement's first step (its reservation posted to escrow): the payee is recorded on the
+       * still pending payment, so whatever happens to the identifier's link before the release, the
+       * sweeper finishes the settlement into that wallet.
+       */
+      readonly kind: "settlement_posted"
+      readonly tenant_id: string
+      readonly environment: string
+      readonly transaction_id: string
+      readonly to_wallet_id: string
+    }
+  | {
       /** A reservation voided on purpose: the payment fails with this code, not `expired`. */
       readonly kind: "refusal"
       readonly tenant_id: string
@@ -64,6 +76,7 @@ interface Collected {
   readonly payments: Array<PaymentRow>
   readonly stored: Array<StoredResponse>
   readonly settlements: Array<Extract<LedgerAttachment, { kind: "settlement" }>>
+  readonly posted: Array<Extract<LedgerAttachment, { kind: "settlement_posted" }>>
   readonly refusals: Array<Extract<LedgerAttachment, { kind: "refusal" }>>
   /** Released reservations by ledger: `tenant|environment` -> pending transfer ids. */
   readonly released: Map<string, Array<string>>
@@ -74,6 +87,7 @@ const collect = (appended: ReadonlyArray<AppendedCommand>): Collected => {
     payments: [],
     stored: [],
     settlements: [],
+    posted: [],
     refusals: [],
     released: new Map(),
   }
@@ -84,6 +98,8 @@ const collect = (appended: ReadonlyArray<AppendedCommand>): Collected => {
       if (attachment.stored !== undefined) collected.stored.push(attachment.stored)
     } else if (attachment?.kind === "settlement") {
       collected.settlements.push(attachment)
+    } else if (attachment?.kind === "settlement_posted") {
+      collected.posted.push(attachment)
     } else if (attachment?.kind === "response") {
       collected.stored.push(attachment.stored)
     } else if (attachment?.kind === "refusal") {
@@ -139,6 +155,10 @@ const completeSettled = (client: pg.PoolClient, settlements: Collected["settleme
     "status = 'completed', to_wallet_id = r.to_wallet_id, completed_at = r.completed_at",
     "to_wallet_id text, completed_at timestamptz",
   )
+
+/** Records the payee of payments whose reservation a settlement posted; they stay pending. */
+const recordPayees = (client: pg.PoolClient, posted: Collected["posted"]) =>
+  updatePending(client, posted, "to_wallet_id = r.to_wallet_id", "to_wallet_id text")
 
 const expired_message =
   "The recipient did not link the identifier before the payment expired; the funds were released."
@@ -213,6 +233,7 @@ export const ledgerHook =
     const collected = collect(appended)
     if (
       collected.settlements.length === 0 &&
+      collected.posted.length === 0 &&
       collected.released.size === 0 &&
       collected.refusals.length === 0
     ) {
@@ -229,9 +250,10 @@ export const ledgerHook =
 /** Records new payments and moves pending ones; the events of the moved ones need their rows first. */
 const settleAndRecord = async (enqueue: EnqueueEvents, client: pg.PoolClient, collected: Collected) => {
   // Sent together (the append's connection pipelines); PostgreSQL runs them in this order.
-  const [, , completed, failed, refused] = await Promise.all([
+  const [, , , completed, failed, refused] = await Promise.all([
     insertPayments(client, collected.payments),
     storeResponses(client, collected.stored),
+    recordPayees(client, collected.posted),
     completeSettled(client, collected.settlements),
     failReleased(client, collected.released),
     failRefused(client, collected.refusals),

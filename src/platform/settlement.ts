@@ -7,7 +7,7 @@
  * was linked to its own paying wallet is not a payment: its reservation is voided and it fails with
  * `same_wallet`, as a direct payment to that wallet is refused.
  */
-import { Effect } from "effect"
+import { Effect, Result } from "effect"
 import type pg from "pg"
 import type { LedgerError } from "../../domain/ledger/errors.ts"
 import type { Environment } from "../../domain/platform/scopes.ts"
@@ -38,6 +38,8 @@ interface Waiting {
   readonly chain: WalletChain
   readonly amount: string
   readonly fee: string
+  /** The payee a settlement recorded when it posted the reservation; null before. */
+  readonly to_wallet_id: string | null
 }
 
 /** A reservation that lapsed or was released already: its payment has failed, nothing to settle. */
@@ -46,13 +48,40 @@ const alreadyReleased = (error: { readonly _tag: string }) =>
   error._tag === "PendingTransferAlreadyVoided" ||
   error._tag === "PendingTransferNotFound"
 
+/**
+ * A settlement's first step: the reservation posted to escrow, the payee recorded on the payment in
+ * the same transaction (see `settlement_posted`).
+ */
+export const postSettlement = (
+  writer: LedgerWriterService,
+  scope: { readonly tenant_id: string; readonly environment: Environment },
+  payment: { readonly transaction_id: string },
+  to_wallet_id: string,
+) => {
+  const txn = payment.transaction_id
+  const attachment: LedgerAttachment = {
+    kind: "settlement_posted",
+    tenant_id: scope.tenant_id,
+    environment: scope.environment,
+    transaction_id: txn,
+    to_wallet_id,
+  }
+  return writer.execute(
+    ledgerOf(scope.tenant_id, scope.environment),
+    { type: "PostPendingTransfer", transfer_id: `${txn}:post`, pending_id: txn, now_ms: Date.now() },
+    { actor: "settlement", correlation_id: txn, idempotency_key: `settle:${txn}:post`, attachment },
+  )
+}
+
 const settleOne = (
   writer: LedgerWriterService,
   scope: { readonly tenant_id: string; readonly environment: Environment },
   payment: Waiting,
-  to_wallet_id: string,
+  linked_wallet_id: string,
 ) =>
   Effect.gen(function* () {
+    // A settlement that posted already goes on into the wallet it recorded, whatever the link is now.
+    const to_wallet_id = payment.to_wallet_id ?? linked_wallet_id
     const ledger = ledgerOf(scope.tenant_id, scope.environment)
     const asset = tokenAsset(payment.chain, payment.token)
     const txn = payment.transaction_id
@@ -86,13 +115,7 @@ const settleOne = (
       [walletAccount(to_wallet_id, asset), feeAccount(asset), escrowAccount(asset)],
       context,
     )
-    const posted = yield* Effect.result(
-      writer.execute(
-        ledger,
-        { type: "PostPendingTransfer", transfer_id: `${txn}:post`, pending_id: txn, now_ms: Date.now() },
-        { ...context, idempotency_key: `settle:${txn}:post` },
-      ),
-    )
+    const posted = yield* Effect.result(postSettlement(writer, scope, payment, to_wallet_id))
     if (posted._tag === "Failure") {
       if (alreadyReleased(posted.failure)) return
       return yield* Effect.fail(posted.failure)
@@ -148,7 +171,8 @@ export const settleWaitingPayments = (
     for (;;) {
       const waiting = yield* Effect.promise(() =>
         pool.query<Waiting>(
-          `select transaction_id, from_wallet_id, token, chain, amount::text as amount, fee::text as fee
+          `select transaction_id, from_wallet_id, token, chain, amount::text as amount, fee::text as fee,
+                  to_wallet_id
              from platform.payments
             where tenant_id = $1 and environment = $2 and recipient = $3 and status = 'pending'
               and transaction_id > $4
@@ -156,10 +180,14 @@ export const settleWaitingPayments = (
           [scope.tenant_id, scope.environment, recipient, after, settle_batch_count_max],
         ),
       )
-      yield* Effect.forEach(waiting.rows, (payment) => settleOne(writer, scope, payment, to_wallet_id), {
-        concurrency: settle_concurrency,
-        discard: true,
-      })
+      // Each payment on its own: one that fails (left to the sweeper) does not hold up the others.
+      const outcomes = yield* Effect.forEach(
+        waiting.rows,
+        (payment) => Effect.result(settleOne(writer, scope, payment, to_wallet_id)),
+        { concurrency: settle_concurrency },
+      )
+      const failure = outcomes.find(Result.isFailure)
+      if (failure !== undefined) return yield* Effect.fail(failure.failure)
       settled += waiting.rows.length
       const last = waiting.rows.at(-1)
       if (last === undefined || waiting.rows.length < settle_batch_count_max) return settled
@@ -167,16 +195,19 @@ export const settleWaitingPayments = (
     }
   })
 
-/** Pending payments whose recipient is linked: left behind by a crash or a race with a link. */
+/**
+ * Pending payments to settle, left behind by a crash or a race with a link: those whose recipient
+ * is linked, and those a settlement posted already (their recorded payee), linked or not.
+ */
 export const findSettleable = async (pool: pg.Pool) =>
   (
     await pool.query<{ tenant_id: string; environment: Environment; recipient: string; wallet_id: string }>(
-      `select distinct p.tenant_id, p.environment, p.recipient, i.wallet_id
+      `select distinct p.tenant_id, p.environment, p.recipient, coalesce(p.to_wallet_id, i.wallet_id) as wallet_id
          from platform.payments p
-         join platform.identities i
+         left join platform.identities i
            on i.tenant_id = p.tenant_id and i.environment = p.environment and i.value = p.recipient
           and i.unlinked_at is null
-        where p.status = 'pending'
+        where p.status = 'pending' and (p.to_wallet_id is not null or i.wallet_id is not null)
         limit $1`,
       [settle_batch_count_max],
     )
