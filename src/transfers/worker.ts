@@ -23,8 +23,9 @@
  *    (it could still be mined after the funds were released). The worker signs, persists (once,
  *    under the row's lock) and broadcasts a replacement at the same nonce that moves nothing, at a
  *    higher fee; the transfer completes if its own transaction lands after all, and is voided only
- *    once the replacement is final. A Solana or Tron transaction cannot outlive its lifetime, and a
- *    TON message its `valid_until`, so those time out directly.
+ *    once the replacement is final. A Solana or Tron transaction cannot outlive its lifetime, nor a
+ *    TON message its `valid_until`: past the budget, one the chain still reads `seen` is waited for
+ *    (it lands or reads dropped by the end of its life), and only a `dropped` one times out.
  *
  * The adapter is the one running for the transfer's chain in the transfer's environment (routes.ts):
  * sandbox transfers go to the local chains, production transfers to the configured networks.
@@ -582,6 +583,11 @@ export function startTransferWorker(
     // a reorganisation takes it back to a pool (seen) or nowhere (dropped). Releasing the funds now
     // could pay twice, so it waits, however long the chain takes.
     if (status.status === "confirmed") return "waiting"
+    // Where a transaction's life is bounded (Solana's blockhash, TON's valid_until, Tron's
+    // expiration), one still waiting to land is not given up: it lands or reads dropped by the end
+    // of its life, soon. A poll count is no clock (duplicate jobs count twice), so it must not void
+    // a message that can still land.
+    if (status.status === "seen" && adapterOf(row).signReplacement === undefined) return "waiting"
     if (adapterOf(row).signReplacement !== undefined) {
       const replacing = await replacementOnce(row)
       if (replacing !== null) return await advanceReplaced(replacing)
@@ -680,6 +686,10 @@ export function startTransferWorker(
     if ((await countedPolls(row)) <= 2 * poll_count_max) return "waiting"
     // One of the two is in a block: it decides the transfer once final (see `countPoll`).
     if (own.status === "confirmed" || replacement.status === "confirmed") return "waiting"
+    // Read again before giving up: the transaction may have landed since its read above (which is
+    // then why the replacement read dropped: its nonce was taken).
+    const again = await Effect.runPromise(adapter.transactionStatus(row.tx_hash))
+    if (again.status !== "seen" && again.status !== "dropped") return "waiting"
     await fail(row, {
       code: "confirmation_timeout",
       message: `Neither the transaction nor its replacement was final after ${2 * poll_count_max} polls; the funds were released.`,
