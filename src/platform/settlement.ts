@@ -9,6 +9,7 @@
  */
 import { Effect, Result } from "effect"
 import type pg from "pg"
+import { assert } from "../../domain/assert.ts"
 import type { LedgerError } from "../../domain/ledger/errors.ts"
 import type { Environment } from "../../domain/platform/scopes.ts"
 import { type TokenSymbol, tokenAsset, type WalletChain } from "../../domain/platform/tokens.ts"
@@ -77,11 +78,10 @@ const settleOne = (
   writer: LedgerWriterService,
   scope: { readonly tenant_id: string; readonly environment: Environment },
   payment: Waiting,
-  linked_wallet_id: string,
+  /** The payee: the one a settlement recorded when it posted, else the identifier's link now. */
+  to_wallet_id: string,
 ) =>
   Effect.gen(function* () {
-    // A settlement that posted already goes on into the wallet it recorded, whatever the link is now.
-    const to_wallet_id = payment.to_wallet_id ?? linked_wallet_id
     const ledger = ledgerOf(scope.tenant_id, scope.environment)
     const asset = tokenAsset(payment.chain, payment.token)
     const txn = payment.transaction_id
@@ -154,16 +154,18 @@ const settleOne = (
   })
 
 /**
- * Settles every payment waiting for `recipient` (a normalised identifier) into `to_wallet_id`, in
- * pages of `settle_batch_count_max` by transaction id (a payment that stays pending, say after a
- * failure the sweeper will retry, is not read twice). Returns how many it settled or found released.
+ * Settles every payment waiting for `recipient` (a normalised identifier): into the payee a
+ * settlement recorded when it posted, else into `linked_wallet_id`, the wallet the identifier is
+ * linked to now (null when it is linked to none: only recorded payees are settled then). In pages
+ * of `settle_batch_count_max` by transaction id (a payment that stays pending, say after a failure
+ * the sweeper will retry, is not read twice). Returns how many it settled or found released.
  */
 export const settleWaitingPayments = (
   pool: pg.Pool,
   writer: LedgerWriterService,
   scope: { readonly tenant_id: string; readonly environment: Environment },
   recipient: string,
-  to_wallet_id: string,
+  linked_wallet_id: string | null,
 ): Effect.Effect<number, LedgerError | { readonly _tag: string }> =>
   Effect.gen(function* () {
     let settled = 0
@@ -175,15 +177,19 @@ export const settleWaitingPayments = (
                   to_wallet_id
              from platform.payments
             where tenant_id = $1 and environment = $2 and recipient = $3 and status = 'pending'
-              and transaction_id > $4
+              and transaction_id > $4 and (to_wallet_id is not null or $6::text is not null)
             order by transaction_id limit $5`,
-          [scope.tenant_id, scope.environment, recipient, after, settle_batch_count_max],
+          [scope.tenant_id, scope.environment, recipient, after, settle_batch_count_max, linked_wallet_id],
         ),
       )
       // Each payment on its own: one that fails (left to the sweeper) does not hold up the others.
       const outcomes = yield* Effect.forEach(
         waiting.rows,
-        (payment) => Effect.result(settleOne(writer, scope, payment, to_wallet_id)),
+        (payment) => {
+          const to_wallet_id = payment.to_wallet_id ?? linked_wallet_id
+          assert(to_wallet_id !== null, "only payments with a payee are read")
+          return Effect.result(settleOne(writer, scope, payment, to_wallet_id))
+        },
         { concurrency: settle_concurrency },
       )
       const failure = outcomes.find(Result.isFailure)
@@ -201,8 +207,14 @@ export const settleWaitingPayments = (
  */
 export const findSettleable = async (pool: pg.Pool) =>
   (
-    await pool.query<{ tenant_id: string; environment: Environment; recipient: string; wallet_id: string }>(
-      `select distinct p.tenant_id, p.environment, p.recipient, coalesce(p.to_wallet_id, i.wallet_id) as wallet_id
+    await pool.query<{
+      tenant_id: string
+      environment: Environment
+      recipient: string
+      /** The wallet the recipient is linked to now; null when none (recorded payees only). */
+      wallet_id: string | null
+    }>(
+      `select distinct p.tenant_id, p.environment, p.recipient, i.wallet_id
          from platform.payments p
          left join platform.identities i
            on i.tenant_id = p.tenant_id and i.environment = p.environment and i.value = p.recipient

@@ -399,14 +399,18 @@ export function startTransferWorker(
   const broadcast = async (
     row: TransferRow & { raw_transaction: string },
   ): Promise<Failure | "no_answer" | null> => {
-    const first_attempt = row.broadcast_attempted_at === null
-    if (first_attempt) {
-      await pool.query(
-        `update platform.chain_transfers set broadcast_attempted_at = coalesce(broadcast_attempted_at, now())
-          where transfer_id = $1`,
-        [row.transfer_id],
-      )
-    }
+    // The first attempt is the one that records it: a second job on the same transfer (an expired
+    // job run again beside the first) finds it recorded, and takes a refusal as no proof.
+    const first_attempt =
+      row.broadcast_attempted_at === null &&
+      row.broadcast_at === null &&
+      ((
+        await pool.query(
+          `update platform.chain_transfers set broadcast_attempted_at = now()
+            where transfer_id = $1 and broadcast_attempted_at is null and broadcast_at is null`,
+          [row.transfer_id],
+        )
+      ).rowCount ?? 0) === 1
     const sent = await Effect.runPromise(Effect.result(adapterOf(row).broadcast(row.raw_transaction)))
     if (Result.isSuccess(sent)) {
       await pool.query(
@@ -578,16 +582,22 @@ export function startTransferWorker(
    * replaced first where the family allows it.
    */
   const countPoll = async (row: TransferRow, status: TransactionStatus): Promise<"settled" | "waiting"> => {
-    if ((await countedPolls(row)) <= poll_count_max) return "waiting"
+    const polls = await countedPolls(row)
+    if (polls <= poll_count_max) return "waiting"
     // In a block, the transaction has moved the money or will revert: it either reaches finality or
     // a reorganisation takes it back to a pool (seen) or nowhere (dropped). Releasing the funds now
     // could pay twice, so it waits, however long the chain takes.
     if (status.status === "confirmed") return "waiting"
     // Where a transaction's life is bounded (Solana's blockhash, TON's valid_until, Tron's
-    // expiration), one still waiting to land is not given up: it lands or reads dropped by the end
-    // of its life, soon. A poll count is no clock (duplicate jobs count twice), so it must not void
-    // a message that can still land.
-    if (status.status === "seen" && adapterOf(row).signReplacement === undefined) return "waiting"
+    // expiration), one still waiting to land is not given up at the budget: it lands or reads
+    // dropped by the end of its life, soon. A poll count is no clock (duplicate jobs count twice),
+    // so a second budget is given; past it (a node that keeps reading seen), it times out.
+    if (
+      status.status === "seen" &&
+      adapterOf(row).signReplacement === undefined &&
+      polls <= 2 * poll_count_max
+    )
+      return "waiting"
     if (adapterOf(row).signReplacement !== undefined) {
       const replacing = await replacementOnce(row)
       if (replacing !== null) return await advanceReplaced(replacing)
@@ -716,13 +726,13 @@ export function startTransferWorker(
     assert(row.tx_hash !== null && row.raw_transaction !== null, "a signed row has its bytes and hash")
     if (row.replacement_tx_hash !== null) return await advanceReplaced(row)
     const adapter = adapterOf(row)
-    // Bytes never handed to a node are sent without asking the chain first (a chain that cannot tell
-    // signed bytes from bytes in flight, like TON, would read `seen`); bytes the chain does not know
-    // (a crash after the broadcast, before its record, or a node that forgot them) are sent again.
-    // Broadcasting is idempotent either way.
+    // Bytes no node has taken yet are sent without asking the chain first (a chain that cannot tell
+    // signed bytes from bytes in flight, like TON, would read `seen`, and a send that failed would
+    // never be tried again); bytes the chain does not know (a crash after the broadcast, before its
+    // record, or a node that forgot them) are sent again. Broadcasting is idempotent either way.
     if (row.broadcast_at === null && (await waitsForEarlierTransfer(row))) return "waiting"
     let status: TransactionStatus =
-      row.broadcast_attempted_at === null
+      row.broadcast_at === null
         ? { status: "dropped", tx_hash: row.tx_hash }
         : await Effect.runPromise(adapter.transactionStatus(row.tx_hash))
     if (status.status === "dropped") {

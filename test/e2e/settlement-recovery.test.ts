@@ -112,7 +112,15 @@ describe("a settlement interrupted after its post", () => {
     const unlinked = await pay("+14155550101", "10")
     const to_payer = await pay("+14155550102", "20")
     const waiting = await pay("+14155550103", "1")
-    expect([unlinked.status, to_payer.status, waiting.status]).toEqual(["pending", "pending", "pending"])
+    // A payment to the unlinked identifier that no settlement posted: it waits for a new link, and
+    // must not follow the other one into the wallet the identifier was linked to before.
+    const later = await pay("+14155550101", "2")
+    expect([unlinked.status, to_payer.status, waiting.status, later.status]).toEqual([
+      "pending",
+      "pending",
+      "pending",
+      "pending",
+    ])
 
     // Both settlements posted (payee recorded), then died; the identifiers moved on before a sweep.
     await postThenDie(unlinked.transaction_id, payee)
@@ -132,9 +140,12 @@ describe("a settlement interrupted after its post", () => {
       expect(done).toMatchObject({ status: "completed", to_wallet: payee, amount })
     }
     expect(await settledTo(waiting.transaction_id)).toMatchObject({ status: "completed", to_wallet: other })
-    // Paid once each, fees once: 100 - (10 + 20 + 1) - 0.3 % of each.
+    // Several sweeps later, the payment to the unlinked identifier still waits, reserved.
+    await new Promise((resolve) => setTimeout(resolve, 2_500))
+    expect(await transaction(later.transaction_id)).toMatchObject({ status: "pending", to_wallet: null })
+    // Paid once each, fees once: 100 - (10 + 20 + 1) - 0.3 % of each, and 2 + 0.006 reserved.
     expect(await usdc(payee)).toMatchObject({ amount: "30.00", reserved: "0.00" })
     expect(await usdc(other)).toMatchObject({ amount: "1.00", reserved: "0.00" })
-    expect(await usdc(payer)).toMatchObject({ amount: "68.907", reserved: "0.00" })
+    expect(await usdc(payer)).toMatchObject({ amount: "66.901", reserved: "2.006" })
   }, 120_000)
 })
