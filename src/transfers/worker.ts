@@ -25,7 +25,8 @@
  *    higher fee; the transfer completes if its own transaction lands after all, and is voided only
  *    once the replacement is final. A Solana or Tron transaction cannot outlive its lifetime, nor a
  *    TON message its `valid_until`: past the budget, one the chain still reads `seen` is waited for
- *    (it lands or reads dropped by the end of its life), and only a `dropped` one times out.
+ *    one more budget (it lands or reads dropped by the end of its life), and a `dropped` one times
+ *    out.
  *
  * The adapter is the one running for the transfer's chain in the transfer's environment (routes.ts):
  * sandbox transfers go to the local chains, production transfers to the configured networks.
