@@ -86,21 +86,31 @@ export function makeHttpTransport(
     }
   }
 
-  /** Pages backwards from the newest transaction down to `from_lt`, then keeps the range. */
-  const transactionsOf = async (address: Address, from_lt: bigint, to_lt: bigint, limit: number) => {
-    const found: Array<LandedTransaction> = []
+  /** `address`'s history, newest first, a page of `transactions_page_size` at a time, to its start. */
+  async function* historyPages(address: Address) {
     let cursor: { lt: string; hash: string } | undefined
-    for (let page = 0; page < transactions_page_count_max; page++) {
+    for (;;) {
       const batch = await client.getTransactions(address, {
         limit: transactions_page_size,
         archival: true,
         ...(cursor === undefined ? {} : { ...cursor, inclusive: false }),
       })
+      yield batch
+      const last = batch.at(-1)
+      if (last === undefined || batch.length < transactions_page_size) return
+      cursor = { lt: last.lt.toString(), hash: last.hash().toString("base64") }
+    }
+  }
+
+  /** Pages backwards from the newest transaction down to `from_lt`, then keeps the range. */
+  const transactionsOf = async (address: Address, from_lt: bigint, to_lt: bigint, limit: number) => {
+    const found: Array<LandedTransaction> = []
+    let pages = 0
+    for await (const batch of historyPages(address)) {
       for (const transaction of batch) found.push(summarizeTransaction(address, transaction))
       const last = batch.at(-1)
-      if (last === undefined || last.lt < from_lt || batch.length < transactions_page_size) break
-      cursor = { lt: last.lt.toString(), hash: last.hash().toString("base64") }
-      if (page === transactions_page_count_max - 1) throw new Error("more history than the page bound")
+      if (last === undefined || last.lt < from_lt) break
+      if (++pages === transactions_page_count_max) throw new Error("more history than the page bound")
     }
     return found
       .filter((landed) => landed.lt >= from_lt && landed.lt <= to_lt)
@@ -142,26 +152,22 @@ export function makeHttpTransport(
         const summaries = newest.map((transaction) => summarizeTransaction(address, transaction))
         return summaries.find((landed) => landed.in_message_hash === message_hash) ?? null
       }
-      let cursor: { lt: string; hash: string } | undefined
-      for (let page = 0; page < landed_page_count_max; page++) {
-        const batch = await client.getTransactions(address, {
-          limit: transactions_page_size,
-          archival: true,
-          ...(cursor === undefined ? {} : { ...cursor, inclusive: false }),
-        })
+      let pages = 0
+      for await (const batch of historyPages(address)) {
         for (const transaction of batch) {
           const landed = summarizeTransaction(address, transaction)
           if (landed.in_message_hash === message_hash) return landed
         }
         const oldest = batch.at(-1)
-        // The whole history read, or back past the earliest the message could have landed.
-        if (oldest === undefined || batch.length < transactions_page_size || oldest.now < since_unix)
-          return null
-        cursor = { lt: oldest.lt.toString(), hash: oldest.hash().toString("base64") }
+        // Back past the earliest the message could have landed (or the whole history read).
+        if (oldest === undefined || oldest.now < since_unix) return null
+        if (++pages === landed_page_count_max) {
+          throw new Error(
+            `more than ${landed_page_count_max * transactions_page_size} transactions of ${address.toString()} since ${since_unix}: cannot tell whether the message landed`,
+          )
+        }
       }
-      throw new Error(
-        `more than ${landed_page_count_max * transactions_page_size} transactions of ${address.toString()} since ${since_unix}: cannot tell whether the message landed`,
-      )
+      return null
     },
     // API v2 finds a transaction by its account only; toncenter's API v3 (`transactionsByMessage`)
     // could search by message hash alone.
