@@ -1,11 +1,13 @@
 /**
  * `Idempotency-Key` on every POST. A retry with the same key and body gets the stored response (with
  * `Idempotent-Replayed: true`); the same key with a different body is a 409. Concurrent duplicates
- * in this process wait for the first and share its outcome; across processes the stored response
- * (written in the effect's own transaction) and the ledger's idempotency keys keep the effect
- * single. Keys are scoped to the tenant and environment. A handler whose response carries a secret
- * passes a sealer: its response is stored encrypted and decrypted on replay, and its request is
- * fingerprinted with a keyed hash.
+ * in this process wait for the first and share its outcome. Across processes the stored response,
+ * written in the effect's own transaction, keeps the effect single: of two transactions storing one
+ * key, the second rolls back and its request is answered from the first's response (a replay, or a
+ * 409 for a different request). Ledger commands dedupe in the ledger by the same key. Keys are
+ * scoped to the tenant and environment. A handler whose response carries a secret passes a sealer:
+ * its response is stored encrypted and decrypted on replay, and its request is fingerprinted with a
+ * keyed hash.
  */
 import { hash } from "node:crypto"
 import { Context, Deferred, Effect, Exit } from "effect"
@@ -13,6 +15,7 @@ import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import {
   anyRequestOf,
   findStoredResponse,
+  IdempotencyKeyTaken,
   inTransaction,
   isSealedBody,
   type ResponseSealer,
@@ -179,20 +182,39 @@ export const idempotent = <A, R>(
     }
     const done = Deferred.makeUnsafe<Exit.Exit<unknown, unknown>>()
     inFlight.set(slot, { fingerprint, done })
+    const lookup = Effect.promise(() => findStoredResponse(pool, scope.tenant_id, scope.environment, key))
+    /** The answer for a key stored already: its replay, or a 409 for another request's key. */
+    const answerStored = (
+      stored: StoredResponse,
+    ): Effect.Effect<A | HttpServerResponse.HttpServerResponse, ApiError, R> =>
+      Effect.gen(function* () {
+        if (stored.fingerprint !== fingerprint && stored.fingerprint !== anyRequestOf(operation)) {
+          // Under another KEK every keyed fingerprint differs: a sealed record this key cannot open
+          // is answered as unreadable, not as a different request. A request that seals nothing
+          // (a wallet after a webhook's key) is simply another request.
+          if (sealer !== undefined && isSealedBody(stored.response_body)) yield* storedBody(stored, sealer)
+          return yield* reused
+        }
+        // The key was taken by a request that answers its retry by running again (the faucet).
+        if (stored.response_status === rerun_status) return yield* run(ticket)
+        return yield* replay(stored, sealer)
+      })
+    // Another process may store a response under this key while `run` runs: `storeResponse` then
+    // rolls `run`'s transaction back, or `run` meets the other's effect as a conflict (the e-mail
+    // just registered). Either way the request is answered from what the other stored.
+    const afterRace = (
+      fallback: Effect.Effect<never, ApiError>,
+    ): Effect.Effect<A | HttpServerResponse.HttpServerResponse, ApiError, R> =>
+      Effect.flatMap(lookup, (stored) => (stored === undefined ? fallback : answerStored(stored)))
     const first = Effect.gen(function* () {
-      const stored = yield* Effect.promise(() =>
-        findStoredResponse(pool, scope.tenant_id, scope.environment, key),
+      const stored = yield* lookup
+      if (stored !== undefined) return yield* answerStored(stored)
+      return yield* run(ticket).pipe(
+        Effect.catch((error) => (error.status === 409 ? afterRace(Effect.fail(error)) : Effect.fail(error))),
+        Effect.catchDefect((defect) =>
+          defect instanceof IdempotencyKeyTaken ? afterRace(Effect.die(defect)) : Effect.die(defect),
+        ),
       )
-      if (stored === undefined) return yield* run(ticket)
-      if (stored.fingerprint !== fingerprint && stored.fingerprint !== anyRequestOf(operation)) {
-        // Under another KEK every keyed fingerprint differs: a sealed record this key cannot open is
-        // answered as unreadable, not as a different request.
-        if (isSealedBody(stored.response_body)) yield* storedBody(stored, sealer)
-        return yield* reused
-      }
-      // The key was taken by a request that answers its retry by running again (the faucet).
-      if (stored.response_status === rerun_status) return yield* run(ticket)
-      return yield* replay(stored, sealer)
     })
     return yield* first.pipe(
       Effect.onExit((exit) =>

@@ -23,7 +23,9 @@ export interface StoredResponse {
 }
 
 /**
- * Stores responses in the caller's transaction; a key stored already keeps its first response.
+ * Stores the responses of a ledger batch in its transaction; a key stored already keeps its first
+ * response (the ledger's own idempotency keys kept the command's effect single). One request's
+ * response outside the ledger goes through `storeResponse`.
  * `json` throughout, not `jsonb`: the stored text is the response as sent, its keys in their order.
  */
 export const storeResponses = async (client: pg.PoolClient, rows: ReadonlyArray<StoredResponse>) => {
@@ -37,6 +39,40 @@ export const storeResponses = async (client: pg.PoolClient, rows: ReadonlyArray<
      on conflict do nothing`,
     [JSON.stringify(rows)],
   )
+}
+
+/**
+ * Thrown by `storeResponse` when another transaction holds the key already: the caller's
+ * transaction rolls back with it, so its effect never lands beside another request's under one key.
+ */
+export class IdempotencyKeyTaken extends Error {
+  constructor() {
+    super("the Idempotency-Key was taken by another request meanwhile")
+  }
+}
+
+/**
+ * Stores one request's response in the caller's transaction, or throws `IdempotencyKeyTaken` when the
+ * key is stored already. The insert waits for a transaction that holds the key uncommitted, so of
+ * two requests with one key in two processes, the second to commit rolls back instead of taking
+ * effect a second time (the ledger's commands dedupe in the ledger; this is for everything else).
+ */
+export const storeResponse = async (client: pg.PoolClient, row: StoredResponse): Promise<void> => {
+  const inserted = await client.query(
+    `insert into platform.idempotency_keys
+       (tenant_id, environment, idempotency_key, fingerprint, response_status, response_body)
+     values ($1, $2, $3, $4, $5, $6::json)
+     on conflict do nothing`,
+    [
+      row.tenant_id,
+      row.environment,
+      row.idempotency_key,
+      row.fingerprint,
+      row.response_status,
+      JSON.stringify(row.response_body),
+    ],
+  )
+  if (inserted.rowCount === 0) throw new IdempotencyKeyTaken()
 }
 
 export const findStoredResponse = async (

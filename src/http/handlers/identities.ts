@@ -12,7 +12,7 @@ import {
 } from "../../../domain/platform/identifiers.ts"
 import { toPage } from "../../db/page.ts"
 import type { Caller } from "../../platform/credentials.ts"
-import { inTransaction, storeResponses } from "../../platform/idempotency.ts"
+import { inTransaction, storeResponse } from "../../platform/idempotency.ts"
 import { idPrefixes, newId } from "../../platform/ids.ts"
 import { Platform } from "../../platform/service.ts"
 import { settleWaitingPayments } from "../../platform/settlement.ts"
@@ -82,7 +82,7 @@ const link = (payload: { wallet_id: string; kind: string; value: string }) =>
                 created_at: row.linked_at,
               },
             ])
-            if (ticket !== undefined) await storeResponses(client, [storedResponse(ticket, 201, body)])
+            if (ticket !== undefined) await storeResponse(client, storedResponse(ticket, 201, body))
             return body
           }),
         () =>

@@ -27,7 +27,7 @@ import {
   walletAccountId,
 } from "../../platform/accounts.ts"
 import type { Caller } from "../../platform/credentials.ts"
-import { inTransaction, storeResponses } from "../../platform/idempotency.ts"
+import { inTransaction, storeResponse } from "../../platform/idempotency.ts"
 import { idPrefixes, newId } from "../../platform/ids.ts"
 import { type LedgerAttachment, paymentEvent } from "../../platform/payments.ts"
 import { Platform } from "../../platform/service.ts"
@@ -215,7 +215,7 @@ const recordFailed = (row: PaymentRow, error: ApiError, ticket: IdempotencyTicke
         await insertPayments(client, [failed])
         await platform.enqueue(client, [paymentEvent(failed)])
         if (ticket !== undefined) {
-          await storeResponses(client, [storedResponse(ticket, error.status, errorBody(error, request_id))])
+          await storeResponse(client, storedResponse(ticket, error.status, errorBody(error, request_id)))
         }
       }),
     )

@@ -26,7 +26,7 @@ import {
   rotation_grace_ms_max,
   toKeyView,
 } from "../../platform/credentials.ts"
-import { inTransaction, storeResponses } from "../../platform/idempotency.ts"
+import { inTransaction, storeResponse } from "../../platform/idempotency.ts"
 import { idPrefixes, newId } from "../../platform/ids.ts"
 import { hashPassword } from "../../platform/passwords.ts"
 import { Platform } from "../../platform/service.ts"
@@ -146,7 +146,7 @@ const register = (payload: { email: string; password: string; company_name: stri
                 name: "default",
               })
               const body = { tenant_id, api_key: key.api_key, environment: "sandbox" as const }
-              if (ticket !== undefined) await storeResponses(client, [storedResponse(ticket, 201, body)])
+              if (ticket !== undefined) await storeResponse(client, storedResponse(ticket, 201, body))
               return body
             }),
           () => conflict("email_taken", "A tenant with this e-mail address is already registered.", "email"),
@@ -240,7 +240,7 @@ const submitVerification = (payload: {
           const row = updated.rows[0]
           if (row === undefined) throw new Error("tenant vanished")
           const body = toTenant(row, caller.environment)
-          if (ticket !== undefined) await storeResponses(client, [storedResponse(ticket, 200, body)])
+          if (ticket !== undefined) await storeResponse(client, storedResponse(ticket, 200, body))
           return body
         }),
       ),
@@ -368,7 +368,7 @@ const createKey = (payload: {
                 scopes,
                 name,
               })
-              if (ticket !== undefined) await storeResponses(client, [storedResponse(ticket, 201, key)])
+              if (ticket !== undefined) await storeResponse(client, storedResponse(ticket, 201, key))
               return key
             }),
           ),
@@ -446,7 +446,7 @@ const rotateKey = (key_id: string, payload: { grace_period_seconds?: number | un
                 const outcome = await rotateStoredKey(client, caller.tenant_id, key_id, grace_ms)
                 if (outcome.kind !== "rotated") return outcome
                 const body = { new_key: outcome.new_key, old_key: outcome.old_key }
-                if (ticket !== undefined) await storeResponses(client, [storedResponse(ticket, 200, body)])
+                if (ticket !== undefined) await storeResponse(client, storedResponse(ticket, 200, body))
                 return body
               }),
             ),

@@ -25,7 +25,7 @@ import {
 } from "../../platform/accounts.ts"
 import { walletBalances, walletBalancesIn } from "../../platform/balances.ts"
 import type { Caller } from "../../platform/credentials.ts"
-import { inTransaction, rerun_status, storeResponses } from "../../platform/idempotency.ts"
+import { inTransaction, rerun_status, storeResponse } from "../../platform/idempotency.ts"
 import { idPrefixes, newId } from "../../platform/ids.ts"
 import type { LedgerAttachment } from "../../platform/payments.ts"
 import { Platform } from "../../platform/service.ts"
@@ -115,7 +115,7 @@ const createWallet = (payload: { external_id: string; label: string; chain: stri
               created_at: row.created_at,
             },
           ])
-          if (ticket !== undefined) await storeResponses(client, [storedResponse(ticket, 201, body)])
+          if (ticket !== undefined) await storeResponse(client, storedResponse(ticket, 201, body))
           return { body, row }
         }),
       ),

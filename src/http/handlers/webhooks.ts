@@ -10,7 +10,7 @@ import {
   webhookEventTypes,
 } from "../../../domain/webhooks/events.ts"
 import type { Caller } from "../../platform/credentials.ts"
-import { inTransaction, storeResponses } from "../../platform/idempotency.ts"
+import { inTransaction, storeResponse } from "../../platform/idempotency.ts"
 import { Platform } from "../../platform/service.ts"
 import { checkWebhookUrl } from "../../webhooks/endpoint-url.ts"
 import type { WebhookSecretBox } from "../../webhooks/secrets.ts"
@@ -137,7 +137,7 @@ const create = (payload: {
               box,
             )
             const body = toPublicWebhook(webhook)
-            if (ticket !== undefined) await storeResponses(client, [storedResponse(ticket, 201, body)])
+            if (ticket !== undefined) await storeResponse(client, storedResponse(ticket, 201, body))
             return body
           }),
         ),

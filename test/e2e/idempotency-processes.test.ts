@@ -1,0 +1,141 @@
+// One Idempotency-Key sent to two platform processes on one database at the same moment. Within a
+// process, duplicates wait for the first; across processes only the database can tell, and it does
+// through the stored response: of two transactions storing one key, the second rolls back, and its
+// request is answered from what the first stored (a replay of the same request, a 409 for another).
+import { randomBytes } from "node:crypto"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import type { Wallet } from "../../src/http/api.ts"
+import { expectOk } from "../support/api-expect.ts"
+import {
+  type ApiClient,
+  apiClient,
+  type Credentials,
+  type RunningPlatform,
+  registerTenant,
+  startPlatform,
+} from "../support/platform-process.ts"
+
+let first: RunningPlatform
+let second: RunningPlatform
+let a: ApiClient
+let b: ApiClient
+
+beforeAll(async () => {
+  // One key-encryption key for both, as in any deployment of several processes.
+  const env = { CUSTODY_KEK: randomBytes(32).toString("hex") }
+  first = await startPlatform(env)
+  second = await startPlatform(env, { database: first.database })
+  const registered = await registerTenant(first.url)
+  a = registered.client
+  b = apiClient(second.url, registered.credentials satisfies Credentials)
+  expectOk(
+    await a.post("/api/v1/wallets", { external_id: "default", label: "default", chain: "ethereum" }),
+    201,
+  )
+}, 120_000)
+afterAll(async () => {
+  await second?.stop()
+  await first?.stop()
+})
+
+const rounds = 12
+
+const walletsWith = async (external_id: string) =>
+  expectOk(
+    await a.get<{ data: Array<typeof Wallet.Type> }>(
+      `/api/v1/wallets?external_id=${encodeURIComponent(external_id)}&limit=100`,
+    ),
+  ).data
+
+describe("one Idempotency-Key in two processes at once", () => {
+  it("the same request takes effect once, and both answers name that one effect", async () => {
+    for (let round = 0; round < rounds; round += 1) {
+      const external_id = `same-${round}`
+      const body = { external_id, label: external_id, chain: "ethereum" }
+      const headers = { "idempotency-key": `same-key-${round}` }
+      const answers = await Promise.all([
+        a.post<typeof Wallet.Type>("/api/v1/wallets", body, headers),
+        b.post<typeof Wallet.Type>("/api/v1/wallets", body, headers),
+      ])
+      expect(answers.map((answer) => answer.status)).toEqual([201, 201])
+      const created = await walletsWith(external_id)
+      expect(created).toHaveLength(1)
+      expect(answers.map((answer) => answer.body.wallet_id)).toEqual([
+        created[0]?.wallet_id,
+        created[0]?.wallet_id,
+      ])
+      // Exactly one of the two is marked as the replay it is.
+      expect(answers.filter((answer) => answer.headers.get("idempotent-replayed") === "true")).toHaveLength(1)
+    }
+  })
+
+  it("two different requests: one takes effect, the other is a 409 that changed nothing", async () => {
+    const hooks = async () =>
+      expectOk(await a.get<{ data: Array<{ url: string }> }>("/api/v1/webhooks?limit=100")).data
+    for (let round = 0; round < rounds; round += 1) {
+      const external_id = `cross-${round}`
+      const url = `http://127.0.0.1:9/cross-${round}`
+      const headers = { "idempotency-key": `cross-key-${round}` }
+      const [wallet, webhook] = await Promise.all([
+        a.post("/api/v1/wallets", { external_id, label: external_id, chain: "ethereum" }, headers),
+        b.post(
+          "/api/v1/webhooks",
+          { url, events: ["payment.completed"], secret: "whsec_cross_test_secret" },
+          headers,
+        ),
+      ])
+      expect([wallet.status, webhook.status].sort()).toEqual([201, 409])
+      const refused = wallet.status === 409 ? wallet : webhook
+      expect(refused.body).toMatchObject({ error: { code: "idempotency_key_reused" } })
+      const effects =
+        (await walletsWith(external_id)).length + (await hooks()).filter((h) => h.url === url).length
+      expect(effects).toBe(1)
+    }
+  })
+  it("a registration sent to both: one tenant, and both answers carry its key", async () => {
+    for (let round = 0; round < 4; round += 1) {
+      const body = {
+        email: `twice-${round}-${Date.now()}@example.com`,
+        password: "correct horse battery staple",
+        company_name: "Twice",
+        plan: "basic",
+      }
+      const headers = { "idempotency-key": `register-${round}` }
+      const answers = await Promise.all([
+        apiClient(first.url).post<Credentials>("/api/tenant/register", body, headers),
+        apiClient(second.url).post<Credentials>("/api/tenant/register", body, headers),
+      ])
+      // The loser met the winner's e-mail as a conflict; it is answered from the stored response.
+      expect(answers.map((answer) => answer.status)).toEqual([201, 201])
+      expect(answers[0]?.body).toEqual(answers[1]?.body)
+      const credentials = answers[0]?.body as Credentials
+      expectOk(await apiClient(second.url, credentials).get("/api/v1/wallets"))
+    }
+  })
+})
+
+describe("one Idempotency-Key, one process, two operations in turn", () => {
+  it("a request that seals nothing, after one whose stored response is sealed, is a 409", async () => {
+    const headers = { "idempotency-key": "after-sealed" }
+    expectOk(
+      await a.post(
+        "/api/v1/webhooks",
+        {
+          url: "http://127.0.0.1:9/after-sealed",
+          events: ["payment.completed"],
+          secret: "whsec_after_sealed",
+        },
+        headers,
+      ),
+      201,
+    )
+    const wallet = await a.post(
+      "/api/v1/wallets",
+      { external_id: "after-sealed", label: "after-sealed", chain: "ethereum" },
+      headers,
+    )
+    expect(wallet.status).toBe(409)
+    expect(wallet.body).toMatchObject({ error: { code: "idempotency_key_reused" } })
+    expect(await walletsWith("after-sealed")).toHaveLength(0)
+  })
+})
