@@ -1,6 +1,6 @@
 // Proves the EVM chain adapter against a real node (anvil): fees, balances, a token and a native
 // transfer confirmed with their proofs and finalized with depth, a transfer that reverts on chain
-// (recipient blocked after signing), a sender without gas refused before broadcast and by the node,
+// (recipient blocked after signing), a token that answers false without reverting, a sender without gas refused before broadcast and by the node,
 // a dropped transaction, idempotent rebroadcast (no double spend), a reused nonce, a stuck transfer
 // replaced at its nonce, and deposits listed for watched addresses.
 
@@ -189,6 +189,26 @@ describe("a transfer", () => {
     } finally {
       await issuerCall("unblockAccount", [carol.address])
     }
+  })
+
+  it("is reported reverted, once final, when the token answers false and moves nothing", async () => {
+    // A token whose every call returns 32 zero bytes (`transfer` answers false) without reverting
+    // or logging: PUSH1 32 PUSH1 0 RETURN, deployed by an init code that returns those five bytes.
+    const deployed = (await node.rpc("eth_sendTransaction", [
+      { from: issuer.address, data: "0x6460206000f36000526005601bf3" },
+    ])) as Hex
+    const receipt = (await node.rpc("eth_getTransactionReceipt", [deployed])) as { contractAddress: Address }
+    const liar: ChainAsset = { kind: "token", contract: receipt.contractAddress }
+    const signed = await run(adapter.signTransfer(alice.key, { asset: liar, to: carol.address, amount: 7n }))
+    await run(adapter.broadcast(signed.raw))
+    expect(await minedStatus(signed.tx_hash)).toMatchObject({ status: "confirmed" })
+    const onChain = (await node.rpc("eth_getTransactionReceipt", [signed.tx_hash])) as { status: Hex }
+    expect(onChain.status).toBe("0x1")
+    await mineBlocks(finality_confirmations - 1)
+    expect(await status(signed.tx_hash)).toMatchObject({
+      status: "reverted",
+      proof: { tx_hash: signed.tx_hash, log_index: null, confirmations: finality_confirmations },
+    })
   })
 
   it("from a wallet without gas is refused before signing", async () => {

@@ -12,6 +12,7 @@ import {
   type Address,
   BaseError,
   createPublicClient,
+  decodeFunctionData,
   encodeFunctionData,
   erc20Abi,
   getAbiItem,
@@ -22,6 +23,7 @@ import {
   isHex,
   keccak256,
   type PublicClient,
+  pad,
   parseTransaction,
   RpcRequestError,
   recoverTransactionAddress,
@@ -29,6 +31,7 @@ import {
   TransactionReceiptNotFoundError,
   type TransactionSerialized,
   toEventSelector,
+  toFunctionSelector,
 } from "viem"
 import { privateKeyToAccount } from "viem/accounts"
 import { assert } from "../../../domain/assert.ts"
@@ -75,6 +78,7 @@ const replacement_gas = 21_000n
 const replacement_bump_percent = 13n
 const transfer_event = getAbiItem({ abi: erc20Abi, name: "Transfer" })
 const transfer_topic = toEventSelector(transfer_event)
+const transfer_selector = toFunctionSelector(getAbiItem({ abi: erc20Abi, name: "transfer" }))
 
 /**
  * Makes the adapter for one EVM chain.
@@ -334,8 +338,49 @@ function transactionStatus(
     // A revert is final only with its block: a reorganisation can still order the transaction
     // where it succeeds, so until then it reads confirmed (in a block, not yet decided).
     if (proof.confirmations < config.finality_confirmations) return { status: "confirmed", proof }
-    return { status: receipt.status === "reverted" ? "reverted" : "finalized", proof }
+    if (receipt.status === "reverted") return { status: "reverted", proof }
+    const sent = yield* Effect.promise(() => client.getTransaction({ hash }))
+    const moved = tokenTransferLog(sent, receipt.logs)
+    if (moved === undefined) return { status: "finalized", proof }
+    // A token that answers `transfer` with false, or moves nothing without reverting, leaves the
+    // call's success without its Transfer log: nothing moved, as in a revert (the fee was paid).
+    if (moved === null) return { status: "reverted", proof: { ...proof, log_index: null } }
+    return { status: "finalized", proof: { ...proof, log_index: moved.logIndex } }
   })
+}
+
+/**
+ * For a direct ERC-20 `transfer(to, amount)` call (the only token call the platform signs), the
+ * log of the token contract that records a transfer from the sender to `to`, or null without one;
+ * undefined for any other transaction (a native transfer, a deposit made through another contract),
+ * whose success is its receipt's.
+ */
+function tokenTransferLog(
+  sent: { readonly from: Address; readonly to: Address | null; readonly input: Hex },
+  logs: ReadonlyArray<{
+    readonly address: Address
+    readonly topics: ReadonlyArray<Hex>
+    readonly logIndex: number
+  }>,
+): { readonly logIndex: number } | null | undefined {
+  if (sent.to === null || sent.input.slice(0, 10).toLowerCase() !== transfer_selector) return undefined
+  let call: ReturnType<typeof decodeFunctionData<typeof erc20Abi>>
+  try {
+    call = decodeFunctionData({ abi: erc20Abi, data: sent.input })
+  } catch {
+    return undefined
+  }
+  if (call.functionName !== "transfer") return undefined
+  const [recipient] = call.args
+  const topicOf = (address: Address) => pad(address.toLowerCase() as Hex, { size: 32 })
+  const found = logs.find(
+    (log) =>
+      log.address.toLowerCase() === sent.to?.toLowerCase() &&
+      log.topics[0] === transfer_topic &&
+      log.topics[1]?.toLowerCase() === topicOf(sent.from) &&
+      log.topics[2]?.toLowerCase() === topicOf(recipient),
+  )
+  return found ?? null
 }
 
 function readBalance(client: PublicClient, owner: Address, asset: ChainAsset) {
