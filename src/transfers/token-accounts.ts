@@ -40,20 +40,30 @@ export interface TokenAccountSearch {
 /**
  * True when `destination` is a token account of one of `wallet_addresses` under one of
  * `contracts`, in any spelling of the address; false when it is not, or when that could not be
- * found out within the deadline (see `token_account_search_deadline_ms`). Never fails.
+ * found out within the deadline (see `token_account_search_deadline_ms`). A contract whose accounts
+ * the node fails to derive is passed over; the others are still searched. Never fails.
  */
 export const isCustodyTokenAccount = (search: TokenAccountSearch): Effect.Effect<boolean> => {
   const tokenAccountOf = search.adapter.tokenAccountOf
   if (tokenAccountOf === undefined) return Effect.succeed(false)
   const { chain, destination } = search
   return Effect.gen(function* () {
+    // A contract whose accounts the node failed to derive is skipped for the rest of this search,
+    // not the search itself: the other contracts' accounts are still looked at.
+    const failing = new Set<string>()
     for (const owner of search.wallet_addresses) {
       for (const contract of search.contracts) {
+        if (failing.has(contract)) continue
         const key = `${chain} ${contract} ${owner}`
         let account = derived.get(key)
         if (account === undefined) {
           // Both are addresses the platform made and checked: a refusal here is a defect.
-          account = yield* Effect.orDie(tokenAccountOf(owner, contract))
+          const found = yield* Effect.result(Effect.sandbox(Effect.orDie(tokenAccountOf(owner, contract))))
+          if (found._tag === "Failure") {
+            failing.add(contract)
+            continue
+          }
+          account = found.success
           if (derived.size >= derived_max) derived.clear()
           derived.set(key, account)
         }

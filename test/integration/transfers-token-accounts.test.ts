@@ -3,7 +3,8 @@
 // a wallet's jetton wallet is found in every spelling, deployed or not; a wallet's own address or
 // another account is not. When the node fails or stops answering the minter's get methods, the
 // search answers "not found" (the request goes on; signing still refuses a created jetton wallet)
-// instead of failing or holding the request, and what it derived stays remembered.
+// instead of failing or holding the request, and what it derived stays remembered; a failing
+// contract does not stop the search among the others.
 import { Address } from "@ton/core"
 import { Effect } from "effect"
 import { beforeAll, describe, expect, test } from "vitest"
@@ -98,5 +99,29 @@ describe("the token accounts of the platform's TON wallets", () => {
     expect(await search(ton.transport)).toBe(true)
     // Derived once, remembered: the node is not asked again for these wallets.
     expect(await search(withGetMethods(ton.transport, "fail"))).toBe(true)
+  })
+  test("a contract whose accounts the node cannot derive is passed over; the others are still searched", async () => {
+    // Another jetton's minter, whose get methods fail; the platform's USDT minter answers.
+    const other = jettonWalletOf(99).toString()
+    const transport = new Proxy(ton.transport, {
+      get: (target, property, receiver) =>
+        property === "runGetMethod"
+          ? (address: Address, method: string, args: Parameters<TonTransport["runGetMethod"]>[2]) =>
+              address.equals(Address.parse(other))
+                ? Promise.reject(new Error("node unreachable"))
+                : target.runGetMethod(address, method, args)
+          : Reflect.get(target, property, receiver),
+    })
+    expect(
+      await run(
+        isCustodyTokenAccount({
+          chain: "ton",
+          adapter: makeTonAdapter(transport),
+          wallet_addresses: [addressOf(20), addressOf(21)],
+          contracts: [other, minter],
+          destination: jettonWalletOf(21).toString(),
+        }),
+      ),
+    ).toBe(true)
   })
 })
