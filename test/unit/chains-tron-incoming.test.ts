@@ -1,15 +1,16 @@
 // Proves that the Tron adapter's `incomingTransfers` finds TRC-20 deposits with the full node HTTP
 // API alone: the right amount, sender, recipient and proof; other contracts, other recipients,
 // failed transactions and look-alike logs ignored; several logs of one block with their indexes;
-// the port's bounds; bounded request volume; and proofs that agree with `transactionStatus`. Also
+// the port's bounds; bounded request volume; and proofs that agree with `transactionStatus`, which
+// takes a TRC-20 transfer that succeeded without its Transfer log as reverted. Also
 // how `broadcast` reads the node's refusals: bytes the chain holds (in a block, in the pool) are a
 // rebroadcast whatever the refusal's code; an expiration is `TransactionExpired`, anything else
 // `BroadcastRejected`.
 //
 // No Tron node can run on this machine, so a local node:http server stands in for a java-tron full
 // node: it answers /wallet/getnowblock, getblockbynum, gettransactioninfobyblocknum,
-// gettransactioninfobyid, gettransactionfrompending and broadcasthex in the JSON shapes java-tron
-// documents. Its blocks hold real transactions, built and signed with the adapter's own code; each
+// gettransactionbyid, gettransactioninfobyid, gettransactionfrompending and broadcasthex in the
+// JSON shapes java-tron documents. Its blocks hold real transactions, built and signed with the adapter's own code; each
 // Transfer log is derived from its signed transaction by tronweb (its protobuf decoder, ABI decoder
 // and encoder, address conversion and keccak), not by the adapter, so the adapter's decoding is
 // checked against an independent implementation. This tests the adapter and its HTTP transport up to the node's
@@ -299,6 +300,13 @@ class StandInFullNode {
         }
         return {}
       }
+      case "/wallet/gettransactionbyid": {
+        for (let at = 0; at <= this.head; at += 1) {
+          const item = this.blockAt(at)?.included.find((candidate) => candidate.signed.tx_id === body.value)
+          if (item !== undefined) return item.signed.json
+        }
+        return {}
+      }
       case "/wallet/gettransactionfrompending":
         return this.pending.has(String(body.value)) ? { txID: body.value } : {}
       case "/wallet/broadcasthex":
@@ -363,8 +371,26 @@ const nft_first_logs: ReadonlyArray<Log> = [
   logOfCall(nft_first),
 ]
 
+// Calls of a token that succeed without moving anything: no log at all, or a log to someone else.
+const silent = signTokenTransfer(4, usdt, custody_b, 77n)
+const misdirected = signTokenTransfer(4, usdt, custody_b, 78n)
+
 function chainBlocks(): ReadonlyArray<[number, StandInBlock]> {
   return [
+    [
+      105,
+      {
+        id: blockIdOf(105, "main"),
+        included: [
+          { signed: silent, outcome: "success", logs: [] },
+          {
+            signed: misdirected,
+            outcome: "success",
+            logs: [transferLog(usdt, addressOf(4), addressOf(14), 78n)],
+          },
+        ],
+      },
+    ],
     [
       104,
       {
@@ -506,6 +532,21 @@ describe("incomingTransfers against a stand-in full node", () => {
     node.head = 110
     const recent = await Effect.runPromise(adapter.transactionStatus(reverted.tx_id))
     expect(recent).toMatchObject({ status: "confirmed", proof: { confirmations: 9, log_index: null } })
+  })
+
+  it("reports reverted, once final, a token transfer that succeeded without its Transfer log from sender to recipient", async () => {
+    node.head = 123
+    for (const tx of [silent, misdirected]) {
+      expect(await Effect.runPromise(adapter.transactionStatus(tx.tx_id))).toMatchObject({
+        status: "reverted",
+        proof: { tx_hash: tx.tx_id, log_index: null, confirmations: 19 },
+      })
+    }
+    // The transfer that did move is finalized, its proof naming its log.
+    expect(await Effect.runPromise(adapter.transactionStatus(deposit.tx_id))).toMatchObject({
+      status: "finalized",
+      proof: { log_index: 0 },
+    })
   })
 
   it("finds several logs in one block once each, indexed within their transaction, and skips look-alike events", async () => {

@@ -16,6 +16,7 @@
  *   which says why) count the same way, so their proofs of one log agree.
  * - Hashes are bare lower-case hex, as Tron explorers show them; raw bytes are 0x-prefixed hex.
  */
+import { equalBytes } from "@noble/curves/utils.js"
 import { bytesToHex, hexToBytes } from "@noble/hashes/utils.js"
 import { Effect } from "effect"
 import { assert } from "../../../domain/assert.ts"
@@ -40,7 +41,13 @@ import {
   tronAddressOfPublicKey,
 } from "./address.ts"
 import { incomingTransfers } from "./incoming.ts"
-import { type TronRawData, verifySignedTransaction } from "./transaction.ts"
+import {
+  decodeRawData,
+  decodeTrc20TransferData,
+  type TronContract,
+  type TronRawData,
+  verifySignedTransaction,
+} from "./transaction.ts"
 import { buildRawData, signTronRawData, type TronFeeQuote, tronContractOf, tronFeeQuote } from "./transfer.ts"
 import type { TronLog, TronTransport } from "./transport.ts"
 import { trc20TransferOfLog } from "./trc20-log.ts"
@@ -206,8 +213,38 @@ function transactionStatus(
     // A failure is final only with its block: a reorganisation can still order the transaction
     // where it succeeds, so until then it reads confirmed (in a block, not yet decided).
     if (confirmations < config.finality_confirmations) return { status: "confirmed", proof }
-    return { status: info.succeeded ? "finalized" : "reverted", proof }
+    if (!info.succeeded) return { status: "reverted", proof }
+    const raw_data = yield* transport.transactionRawData(tx_hash)
+    const moved =
+      raw_data === null ? undefined : trc20TransferLog(decodeRawData(raw_data).contract, info.logs)
+    if (moved === undefined) return { status: "finalized", proof }
+    // A token that answers `transfer` with false, or moves nothing without failing, leaves the
+    // call's success without its Transfer log: nothing moved, as in a revert (the fee was burned).
+    if (moved === null) return { status: "reverted", proof: { ...proof, log_index: null } }
+    return { status: "finalized", proof: { ...proof, log_index: moved } }
   })
+}
+
+/**
+ * For a direct TRC-20 `transfer(to, amount)` call (the only token call the platform signs), the index
+ * of the token's log that records a transfer from the caller to `to`, or null without one; undefined
+ * for any other transaction (TRX, a deposit made through another contract), whose success is its
+ * execution result's.
+ */
+function trc20TransferLog(contract: TronContract, logs: ReadonlyArray<TronLog>): number | null | undefined {
+  if (contract.kind !== "trigger_smart_contract") return undefined
+  const call = decodeTrc20TransferData(contract.data)
+  if (call === null) return undefined
+  const index = logs.findIndex((log) => {
+    const transfer = trc20TransferOfLog(log)
+    return (
+      transfer !== null &&
+      equalBytes(transfer.contract, contract.contract) &&
+      equalBytes(transfer.from, contract.owner) &&
+      equalBytes(transfer.to, call.to)
+    )
+  })
+  return index === -1 ? null : index
 }
 
 /** The first TRC-20 Transfer log's index among the transaction's logs, as incoming.ts counts it. */

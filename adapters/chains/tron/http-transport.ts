@@ -10,7 +10,7 @@
  */
 import { bytesToHex, hexToBytes } from "@noble/hashes/utils.js"
 import { Effect, Schema } from "effect"
-import type { ReferenceBlock } from "./transaction.ts"
+import { type ReferenceBlock, tronTransactionId } from "./transaction.ts"
 import type {
   TronBroadcastAnswer,
   TronResourcePrices,
@@ -57,6 +57,7 @@ const BlockInfos = Schema.Array(
   Schema.Struct({ ...Info.fields, id: Schema.String, blockNumber: Schema.Number }),
 )
 const Pending = Schema.Struct({ txID: Schema.optional(Schema.String) })
+const RawTransaction = Schema.Struct({ raw_data_hex: Schema.optional(Schema.String) })
 const Account = Schema.Struct({
   address: Schema.optional(Schema.String),
   balance: Schema.optional(Schema.Number),
@@ -133,6 +134,17 @@ export function makeTronHttpTransport(config: TronHttpConfig): TronTransport {
         Effect.map((info) =>
           info.blockNumber === undefined ? null : transactionInfo(info, info.blockNumber),
         ),
+      ),
+    transactionRawData: (tx_id_hex) =>
+      post("/wallet/gettransactionbyid", { value: tx_id_hex }, RawTransaction).pipe(
+        Effect.map((answer) => {
+          if (answer.raw_data_hex === undefined) return null
+          const raw_data = hexToBytes(answer.raw_data_hex)
+          if (bytesToHex(tronTransactionId(raw_data)) !== tx_id_hex.toLowerCase()) {
+            throw new Error(`Tron full node answered another transaction's bytes for ${tx_id_hex}`)
+          }
+          return raw_data
+        }),
       ),
     isPending: (tx_id_hex) =>
       post("/wallet/gettransactionfrompending", { value: tx_id_hex }, Pending).pipe(

@@ -74,6 +74,11 @@ export interface TronTransport {
   readonly broadcastHex: (transaction_hex: string) => Effect.Effect<TronBroadcastAnswer>
   /** The executed transaction, or null while it is in no block (or unknown). */
   readonly transactionInfo: (tx_id_hex: string) => Effect.Effect<TronTransactionInfo | null>
+  /**
+   * The signed part (`raw_data`, protobuf bytes) of a transaction the node knows, or null when it
+   * knows none by that id (`/wallet/gettransactionbyid`). The bytes hash to the id (checked).
+   */
+  readonly transactionRawData: (tx_id_hex: string) => Effect.Effect<Uint8Array | null>
   /** Whether the node holds the transaction in its pending pool. */
   readonly isPending: (tx_id_hex: string) => Effect.Effect<boolean>
   /** The TRX balance in sun, and whether the account exists (has ever been activated). */
