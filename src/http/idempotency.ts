@@ -21,7 +21,7 @@ import {
   type ResponseSealer,
   rerun_status,
   type StoredResponse,
-  storeResponses,
+  storeResponse,
 } from "../platform/idempotency.ts"
 import { Platform } from "../platform/service.ts"
 import { ApiError } from "./errors.ts"
@@ -238,8 +238,13 @@ export const storeAfterwards =
       ? Effect.succeed(body)
       : Effect.gen(function* () {
           const { pool } = yield* Platform
+          // A key another request took meanwhile keeps that request's response.
           yield* Effect.promise(() =>
-            inTransaction(pool, (client) => storeResponses(client, [storedResponse(ticket, status, body)])),
+            inTransaction(pool, (client) =>
+              storeResponse(client, storedResponse(ticket, status, body)),
+            ).catch((error: unknown) => {
+              if (!(error instanceof IdempotencyKeyTaken)) throw error
+            }),
           )
           return body
         })

@@ -85,10 +85,20 @@ export type TransactionHook = (
   appended: ReadonlyArray<AppendedCommand>,
 ) => Promise<void> | SentWork
 
+/**
+ * Waits for every answer and rejects, if any failed, with the first failure in the order given:
+ * statements sent in that order, the first to fail is the cause, and those after it only report
+ * the aborted transaction (whose rejections may well be seen first).
+ */
+export const allInOrder = async (answers: ReadonlyArray<Promise<unknown>>): Promise<void> => {
+  const settled = await Promise.allSettled(answers)
+  for (const outcome of settled) if (outcome.status === "rejected") throw outcome.reason
+}
+
 /** The `SentWork` of statements already sent: `done` settles when they have all answered. */
 export const sentAll = (answers: ReadonlyArray<Promise<unknown>>): SentWork => ({
   sent_all: true,
-  done: Promise.all(answers).then(() => undefined),
+  done: allInOrder(answers),
 })
 
 /**
@@ -107,7 +117,7 @@ export const composeHooks =
       }
       // This one reads before it writes: the rest run once it is done.
       return (async () => {
-        await Promise.all([...answers, run])
+        await allInOrder([...answers, run])
         for (const later of hooks.slice(index + 1)) {
           const next = later(client, appended)
           await (isSentWork(next) ? next.done : next)

@@ -23,23 +23,38 @@ export interface StoredResponse {
 }
 
 /**
- * Stores the responses of a ledger batch in its transaction; a key stored already keeps its first
- * response (the ledger's own idempotency keys kept the command's effect single). One request's
- * response outside the ledger goes through `storeResponse`.
+ * Stores the responses of a ledger batch in its transaction. A key stored already, by a request
+ * outside the ledger (the ledger's own commands dedupe in the ledger first), fails the insert:
+ * PostgreSQL aborts the transaction, so even a batch whose COMMIT was sent behind its statements
+ * writes nothing, and the rejection is an `IdempotencyKeyTaken` (the writer then tries the batch's
+ * commands one by one, and only the one whose key was taken fails). One request's response outside
+ * the ledger goes through `storeResponse`.
  * `json` throughout, not `jsonb`: the stored text is the response as sent, its keys in their order.
  */
 export const storeResponses = async (client: pg.PoolClient, rows: ReadonlyArray<StoredResponse>) => {
   if (rows.length === 0) return
-  await client.query(
-    `insert into platform.idempotency_keys
-       (tenant_id, environment, idempotency_key, fingerprint, response_status, response_body)
-     select tenant_id, environment, idempotency_key, fingerprint, response_status, response_body
-       from json_to_recordset($1::json) as r(tenant_id text, environment text, idempotency_key text,
-            fingerprint text, response_status integer, response_body json)
-     on conflict do nothing`,
-    [JSON.stringify(rows)],
-  )
+  await client
+    .query(
+      `insert into platform.idempotency_keys
+         (tenant_id, environment, idempotency_key, fingerprint, response_status, response_body)
+       select tenant_id, environment, idempotency_key, fingerprint, response_status, response_body
+         from json_to_recordset($1::json) as r(tenant_id text, environment text, idempotency_key text,
+              fingerprint text, response_status integer, response_body json)`,
+      [JSON.stringify(rows)],
+    )
+    .catch((error: unknown) => {
+      throw isKeyConflict(error) ? new IdempotencyKeyTaken() : error
+    })
 }
+
+/** The unique violation of a stored response's key. */
+const isKeyConflict = (error: unknown): boolean =>
+  typeof error === "object" &&
+  error !== null &&
+  "code" in error &&
+  error.code === "23505" &&
+  "constraint" in error &&
+  error.constraint === "idempotency_keys_pkey"
 
 /**
  * Thrown by `storeResponse` when another transaction holds the key already: the caller's

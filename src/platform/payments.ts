@@ -15,7 +15,7 @@
  */
 import type pg from "pg"
 import { inTransaction } from "../db/transaction.ts"
-import { type AppendedCommand, sentAll, type TransactionHook } from "../ledger/writer.ts"
+import { type AppendedCommand, allInOrder, sentAll, type TransactionHook } from "../ledger/writer.ts"
 import { type StoredResponse, storeResponses } from "./idempotency.ts"
 import type { EnqueueEvents, OutboxEvent } from "./outbox.ts"
 import { fromDb, insertPayments, type PaymentRow, toTransaction } from "./transactions.ts"
@@ -250,7 +250,7 @@ export const ledgerHook =
 /** Records new payments and moves pending ones; the events of the moved ones need their rows first. */
 const settleAndRecord = async (enqueue: EnqueueEvents, client: pg.PoolClient, collected: Collected) => {
   // Sent together (the append's connection pipelines); PostgreSQL runs them in this order.
-  const [, , , completed, failed, refused] = await Promise.all([
+  const answers = [
     insertPayments(client, collected.payments),
     storeResponses(client, collected.stored),
     recordPayees(client, collected.posted),
@@ -258,7 +258,9 @@ const settleAndRecord = async (enqueue: EnqueueEvents, client: pg.PoolClient, co
     failReleased(client, collected.released),
     failRefused(client, collected.refusals),
     enqueue(client, collected.payments.map(paymentEvent)),
-  ])
+  ] as const
+  await allInOrder(answers)
+  const [completed, failed, refused] = await Promise.all([answers[3], answers[4], answers[5]])
   const changed = [...completed, ...failed, ...refused].map(paymentEvent)
   if (changed.length > 0) await enqueue(client, changed)
 }

@@ -4,7 +4,7 @@
 // request is answered from what the first stored (a replay of the same request, a 409 for another).
 import { randomBytes } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import type { Wallet } from "../../src/http/api.ts"
+import type { Balance, Transaction, Wallet } from "../../src/http/api.ts"
 import { expectOk } from "../support/api-expect.ts"
 import {
   type ApiClient,
@@ -137,5 +137,70 @@ describe("one Idempotency-Key, one process, two operations in turn", () => {
     expect(wallet.status).toBe(409)
     expect(wallet.body).toMatchObject({ error: { code: "idempotency_key_reused" } })
     expect(await walletsWith("after-sealed")).toHaveLength(0)
+  })
+})
+
+describe("a payment whose key another request stores while the payment is being written", () => {
+  it("is rolled back and answered 409; a payment batched with it commits", async () => {
+    const { client, credentials } = await registerTenant(first.url)
+    const wallet = async (external_id: string) =>
+      expectOk(
+        await client.post<typeof Wallet.Type>("/api/v1/wallets", {
+          external_id,
+          label: external_id,
+          chain: "ethereum",
+        }),
+        201,
+      ).wallet_id
+    const payer = await wallet("payer")
+    const payee = await wallet("payee")
+    expectOk(await client.post("/api/v1/sandbox/faucet", { wallet_id: payer, token: "USDC", amount: "100" }))
+    expectOk(
+      await client.post("/api/v1/identities", {
+        wallet_id: payee,
+        kind: "email",
+        value: "payee@example.com",
+      }),
+      201,
+    )
+    const pay = (key: string, amount: string) =>
+      client.post<typeof Transaction.Type>(
+        "/api/social-payments/pay",
+        { recipient: "payee@example.com", amount, token: "USDC", from_wallet: payer },
+        { "idempotency-key": key },
+      )
+    // Another request's transaction holds the key, not yet committed: the payment finds no stored
+    // response, is decided, and its transaction waits on the key's row.
+    const other = await first.database.pool.connect()
+    try {
+      await other.query("begin")
+      await other.query(
+        `insert into platform.idempotency_keys
+           (tenant_id, environment, idempotency_key, fingerprint, response_status, response_body)
+         values ($1, 'sandbox', 'contested', 'another request', 201, '{"webhook_id":"whk_other"}')`,
+        [credentials.tenant_id],
+      )
+      const contested = pay("contested", "5")
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      const bystander = pay("bystander", "7")
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      await other.query("commit")
+      const [lost, kept] = await Promise.all([contested, bystander])
+      expect(lost.status).toBe(409)
+      expect(lost.body).toMatchObject({ error: { code: "idempotency_key_reused" } })
+      expect(kept.status).toBe(200)
+      expect(kept.body).toMatchObject({ status: "completed", amount: "7.00" })
+    } finally {
+      other.release()
+    }
+    // Only the bystander moved money: 100 - 7 - 0.3 % fee.
+    const balance = expectOk(await client.get<typeof Balance.Type>(`/api/v1/wallets/${payer}/balance`))
+    expect(balance.tokens.find((token) => token.token === "USDC")?.amount).toBe("92.979")
+    const listed = expectOk(
+      await client.get<{ data: Array<typeof Transaction.Type> }>(`/api/v1/transactions?wallet_id=${payer}`),
+    ).data
+    expect(listed.map((payment) => payment.amount)).toEqual(["7.00"])
+    // The key keeps the other request's response.
+    expect((await pay("contested", "5")).status).toBe(409)
   })
 })
