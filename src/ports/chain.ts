@@ -195,7 +195,11 @@ export interface ChainAdapter {
    * Where the transaction is now, with its proof once it is in a block. `log_index`, as
    * `incomingTransfers` reported it, picks which of the transaction's token transfers the proof
    * locates where they land in different blocks (a TON wallet message with several jetton
-   * transfers); adapters whose transaction sits in one block ignore it. Default: the first.
+   * transfers); adapters whose transaction sits in one block ignore it for the proof. Default: the
+   * first. Without it, the transaction is one the platform signed: EVM and Tron then count a token
+   * transfer as finalized only with the token's Transfer log from the sender to the recipient (a
+   * token that answers false moves nothing); with it (a deposit, which a sender's contract may
+   * have made by a call of its own), success is the receipt's.
    */
   readonly transactionStatus: (tx_hash: string, log_index?: number) => Effect.Effect<TransactionStatus>
   /** The on-chain balance of `address` in `asset`, in its smallest unit, at the newest block. */

@@ -542,6 +542,10 @@ describe("incomingTransfers against a stand-in full node", () => {
         proof: { tx_hash: tx.tx_id, log_index: null, confirmations: 19 },
       })
     }
+    // Read as a deposit (with its log's index), success is the execution result's.
+    expect(await Effect.runPromise(adapter.transactionStatus(silent.tx_id, 0))).toMatchObject({
+      status: "finalized",
+    })
     // The transfer that did move is finalized, its proof naming its log.
     expect(await Effect.runPromise(adapter.transactionStatus(deposit.tx_id))).toMatchObject({
       status: "finalized",

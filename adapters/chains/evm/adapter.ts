@@ -109,9 +109,9 @@ export function makeEvmAdapter(config: EvmChainConfig): ChainAdapter {
       assert(isHex(raw) && raw.length > 2, "broadcast takes the raw bytes signTransfer returned")
       return broadcast(client, raw)
     },
-    transactionStatus: (tx_hash) => {
+    transactionStatus: (tx_hash, log_index) => {
       assert(isHex(tx_hash) && tx_hash.length === 66, "a transaction hash is 32 bytes of hex")
-      return transactionStatus(client, config, tx_hash)
+      return transactionStatus(client, config, tx_hash, log_index === undefined)
     },
     balance: (address, asset) =>
       Effect.gen(function* () {
@@ -310,10 +310,16 @@ function isKnown(client: PublicClient, hash: Hex): Effect.Effect<boolean> {
   })
 }
 
+/**
+ * `own_transfer`: the transaction is one the platform signed (no `log_index` given), so a token
+ * transfer counts only with its Transfer log; a deposit's status (with its log's index) is its
+ * receipt's, since a sender's contract may move the tokens by a call of its own.
+ */
 function transactionStatus(
   client: PublicClient,
   config: EvmChainConfig,
   hash: Hex,
+  own_transfer: boolean,
 ): Effect.Effect<TransactionStatus> {
   return Effect.gen(function* () {
     const found = yield* attempt(() => client.getTransactionReceipt({ hash }))
@@ -339,6 +345,7 @@ function transactionStatus(
     // where it succeeds, so until then it reads confirmed (in a block, not yet decided).
     if (proof.confirmations < config.finality_confirmations) return { status: "confirmed", proof }
     if (receipt.status === "reverted") return { status: "reverted", proof }
+    if (!own_transfer) return { status: "finalized", proof }
     const sent = yield* Effect.promise(() => client.getTransaction({ hash }))
     const moved = tokenTransferLog(sent, receipt.logs)
     if (moved === undefined) return { status: "finalized", proof }

@@ -167,7 +167,8 @@ export function makeTronAdapter(config: TronChainConfig, transport: TronTranspor
         if (answer.code === expiration_code) return yield* new TransactionExpired({ tx_hash })
         return yield* new BroadcastRejected({ tx_hash, reason: `${answer.code}: ${answer.message}` })
       }),
-    transactionStatus: (tx_hash) => transactionStatus(transport, config, tx_hash),
+    transactionStatus: (tx_hash, log_index) =>
+      transactionStatus(transport, config, tx_hash, log_index === undefined),
     balance: (address, asset) => balance(transport, address, asset),
     blockNumber: () => transport.nowBlock().pipe(Effect.map((block) => block.number)),
     incomingTransfers: (query) =>
@@ -186,10 +187,16 @@ function signed(key: SigningKey, raw: TronRawData, fee: TronFeeQuote): SignedTra
   }
 }
 
+/**
+ * `own_transfer`: the transaction is one the platform signed (no `log_index` given), so a TRC-20
+ * transfer counts only with its Transfer log; a deposit's status (with its log's index) is its
+ * execution result's, since a sender's contract may move the tokens by a call of its own.
+ */
 function transactionStatus(
   transport: TronTransport,
   config: TronChainConfig,
   tx_hash: string,
+  own_transfer: boolean,
 ): Effect.Effect<TransactionStatus> {
   return Effect.gen(function* () {
     const info = yield* transport.transactionInfo(tx_hash)
@@ -214,6 +221,7 @@ function transactionStatus(
     // where it succeeds, so until then it reads confirmed (in a block, not yet decided).
     if (confirmations < config.finality_confirmations) return { status: "confirmed", proof }
     if (!info.succeeded) return { status: "reverted", proof }
+    if (!own_transfer) return { status: "finalized", proof }
     const raw_data = yield* transport.transactionRawData(tx_hash)
     const moved =
       raw_data === null ? undefined : trc20TransferLog(decodeRawData(raw_data).contract, info.logs)
