@@ -35,7 +35,7 @@ import { StoredResponseSealer } from "./http/idempotency.ts"
 import { HttpServerLive } from "./http/server.ts"
 import { ExpirySweeperLive } from "./ledger/expiry.ts"
 import { composeHooks, LedgerWriter, makeLedgerWriter } from "./ledger/writer.ts"
-import { makeKeyAuthenticator } from "./platform/credentials.ts"
+import { listenForKeyChanges, makeKeyAuthenticator } from "./platform/credentials.ts"
 import { makeResponseSealer } from "./platform/idempotency.ts"
 import type { EnqueueEvents } from "./platform/outbox.ts"
 import { makePartyResolver } from "./platform/parties.ts"
@@ -464,10 +464,23 @@ const PlatformLive = Layer.effect(
     const custody = yield* CustodyVault
     // Work started by a request that outlives its answer: interrupted when the platform stops.
     const background = yield* FiberSet.make<void>()
+    const keys = makeKeyAuthenticator(pool)
+    const logError = yield* errorLogger
+    // Revocations, rotations and verification decisions of other processes reach this one's cache.
+    yield* Effect.acquireRelease(
+      Effect.promise(async () => {
+        const listener = listenForKeyChanges(pool.options, keys, (error) =>
+          logError("API key change listener lost its connection", errorText(error)),
+        )
+        await listener.started
+        return listener
+      }),
+      (listener) => Effect.promise(() => listener.stop()),
+    )
     return {
       pool,
       writer,
-      keys: makeKeyAuthenticator(pool),
+      keys,
       limiter: makeRateLimiter(),
       custody,
       wallets: makeWalletReader(pool),

@@ -3,11 +3,12 @@
  * SHA-256 (a key is 256 random bits, so a fast hash is as safe as a slow one and costs microseconds
  * per request). Keys are prefixed by environment (`sk_sandbox_`, `sk_live_`) and carry scopes.
  * Rotating an active key issues a new one and lets the old one work for a grace period, once: a key
- * already rotating, expired or revoked is not rotated again. Revoking is immediate in this process
- * and within `key_cache_ttl_ms` in any other.
+ * already rotating, expired or revoked is not rotated again. Revoking is immediate in this process;
+ * other processes hear of it by a PostgreSQL notification (`announceKeyChange`), and a process
+ * that cannot hear (its listening connection lost) trusts a lookup for `key_cache_ttl_ms` at most.
  */
 import { hash, randomBytes } from "node:crypto"
-import type pg from "pg"
+import pg from "pg"
 import type { ApiScope, Environment, Plan } from "../../domain/platform/scopes.ts"
 import { type Page, toPage } from "../db/page.ts"
 import { idPrefixes, newId } from "./ids.ts"
@@ -25,6 +26,8 @@ export interface Caller {
   readonly scopes: ReadonlyArray<ApiScope>
   readonly plan: Plan
   readonly custody_index: number
+  /** Set once the key was rotated: it then works until this moment, for requests in flight. */
+  readonly expires_at: Date | null
 }
 
 export interface ApiKeyView {
@@ -240,16 +243,24 @@ export const makeKeyAuthenticator = (pool: pg.Pool) => {
   }
   // Concurrent requests with one key share its lookup (a burst of a key not cached yet is one read).
   const lookups = new Map<string, Promise<AuthRow | undefined>>()
+  /**
+   * Counts `forget` calls: a read that started before the latest one may have seen the key before
+   * its revocation, so its answer is neither cached nor shared with requests that come after.
+   */
+  let forgotten = 0
   const lookup = (digest: string, now_ms: number): Promise<AuthRow | undefined> => {
     const hit = cached(digest, now_ms)
     if (hit !== undefined) return Promise.resolve(hit.row)
     const running = lookups.get(digest)
     if (running !== undefined) return running
-    const started = read(digest, now_ms).finally(() => lookups.delete(digest))
+    const started = read(digest, now_ms).finally(() => {
+      if (lookups.get(digest) === started) lookups.delete(digest)
+    })
     lookups.set(digest, started)
     return started
   }
   const read = async (digest: string, now_ms: number) => {
+    const epoch = forgotten
     const found = await pool.query<AuthRow>(
       `select k.key_id, k.tenant_id, k.environment, k.scopes, t.plan, t.custody_index, t.kyc_status,
               k.expires_at, k.revoked_at
@@ -258,6 +269,7 @@ export const makeKeyAuthenticator = (pool: pg.Pool) => {
       [Buffer.from(digest, "base64")],
     )
     const row = found.rows[0]
+    if (epoch !== forgotten) return row
     if (row === undefined) {
       if (unknown.size >= 10_000) unknown.clear()
       unknown.set(digest, now_ms)
@@ -276,8 +288,8 @@ export const makeKeyAuthenticator = (pool: pg.Pool) => {
     // A production key works only while its tenant is verified: a later rejection suspends it.
     if (row.environment === "production" && row.kyc_status !== "verified")
       return { kind: "tenant_not_verified" }
-    const { key_id, environment, scopes, plan, custody_index } = row
-    return { kind: "ok", caller: { tenant_id, environment, key_id, scopes, plan, custody_index } }
+    const { key_id, environment, scopes, plan, custody_index, expires_at } = row
+    return { kind: "ok", caller: { tenant_id, environment, key_id, scopes, plan, custody_index, expires_at } }
   }
   return {
     authenticate: async (api_key: string, tenant_id: string, now_ms: number): Promise<AuthOutcome> =>
@@ -298,11 +310,104 @@ export const makeKeyAuthenticator = (pool: pg.Pool) => {
       const hit = cached(keyDigest(api_key), now_ms)
       return hit === undefined ? undefined : decide(hit.row, tenant_id, now_ms)
     },
-    /** Drops every cached entry of `key_id` (after a revoke or rotation). */
+    /**
+     * Drops every cached entry of `key_id` (after a revoke or rotation), and lets no request after
+     * this share a read that was running before it.
+     */
     forget: (key_id: string) => {
+      forgotten += 1
+      lookups.clear()
       for (const [hash, entry] of cache) if (entry.row?.key_id === key_id) cache.delete(hash)
+    },
+    /** As `forget`, for every key of `tenant_id` (after its verification changed). */
+    forgetTenant: (tenant_id: string) => {
+      forgotten += 1
+      lookups.clear()
+      for (const [hash, entry] of cache) if (entry.row?.tenant_id === tenant_id) cache.delete(hash)
+    },
+    /** As `forget`, for every key (changes may have been missed). */
+    forgetAll: () => {
+      forgotten += 1
+      lookups.clear()
+      cache.clear()
     },
   }
 }
 
 export type KeyAuthenticator = ReturnType<typeof makeKeyAuthenticator>
+
+/** The channel on which key changes are announced to every process. */
+export const key_changes_channel = "platform_api_key_changes"
+
+export type KeyChange = { readonly key_id: string } | { readonly tenant_id: string }
+
+/**
+ * Tells every process to drop what it cached of a key, or of a tenant's keys. Sent in the change's
+ * own transaction, PostgreSQL delivers it when that commits (and never for a rollback).
+ */
+export const announceKeyChange = async (db: pg.Pool | pg.PoolClient, change: KeyChange): Promise<void> => {
+  await db.query("select pg_notify($1, $2)", [key_changes_channel, JSON.stringify(change)])
+}
+
+const relisten_ms = 1_000
+
+/**
+ * Keeps a LISTEN connection on `key_changes_channel` and forgets each announced key in `keys`.
+ * A lost connection forgets every key (announcements may have been missed meanwhile) and is opened
+ * again after a second; until then lookups are trusted for `key_cache_ttl_ms` at most, as always.
+ */
+export const listenForKeyChanges = (
+  options: pg.ClientConfig,
+  keys: Pick<KeyAuthenticator, "forget" | "forgetTenant" | "forgetAll">,
+  onError: (error: unknown) => void = () => {},
+) => {
+  let client: pg.Client | undefined
+  let stopped = false
+  let retry: ReturnType<typeof setTimeout> | undefined
+  const heard = (message: pg.Notification) => {
+    try {
+      const change = JSON.parse(message.payload ?? "") as Partial<Record<"key_id" | "tenant_id", unknown>>
+      if (typeof change.key_id === "string") keys.forget(change.key_id)
+      else if (typeof change.tenant_id === "string") keys.forgetTenant(change.tenant_id)
+      else keys.forgetAll()
+    } catch {
+      keys.forgetAll()
+    }
+  }
+  const lost = (which: pg.Client, error?: unknown) => {
+    if (client !== which) return
+    client = undefined
+    keys.forgetAll()
+    which.end().catch(() => {})
+    if (stopped) return
+    if (error !== undefined) onError(error)
+    retry = setTimeout(() => void open(), relisten_ms)
+  }
+  const open = async () => {
+    if (stopped) return
+    const next = new pg.Client(options)
+    client = next
+    next.on("notification", heard)
+    next.on("error", (error) => lost(next, error))
+    next.on("end", () => lost(next))
+    try {
+      await next.connect()
+      await next.query(`listen ${next.escapeIdentifier(key_changes_channel)}`)
+      // Whatever was announced before this connection listened is unheard: start afresh.
+      keys.forgetAll()
+    } catch (error) {
+      lost(next, error)
+    }
+  }
+  return {
+    /** Resolves once the first connection listens (or failed; it is then retried). */
+    started: open(),
+    stop: async () => {
+      stopped = true
+      if (retry !== undefined) clearTimeout(retry)
+      const current = client
+      client = undefined
+      await current?.end().catch(() => {})
+    },
+  }
+}

@@ -127,6 +127,23 @@ describe("idempotent replay of responses that carry a key secret", () => {
     )
   })
 
+  it("answers a key creation's Idempotency-Key from another key of the tenant as another request (409), never with the secret", async () => {
+    const key = newIdempotencyKey()
+    const body = { name: "mine", scopes: ["wallets:read"] }
+    expectOk(await owner.client.post<NewKeyView>("/api/v1/api-keys", body, { "idempotency-key": key }), 201)
+    const sibling = await createKey(owner.client, {
+      name: "sibling",
+      scopes: ["wallets:read", "keys:manage"],
+    })
+    const other = apiClient(platform.url, {
+      tenant_id: owner.credentials.tenant_id,
+      api_key: sibling.api_key,
+    })
+    const answer = await other.post("/api/v1/api-keys", body, { "idempotency-key": key })
+    expectError(answer, 409, "idempotency_key_reused")
+    expect(answer.text).not.toContain("sk_sandbox_")
+  })
+
   it("answers the same body from a key with other scopes as another request (409), never with the first key's secret", async () => {
     const limited = apiClient(platform.url, {
       tenant_id: owner.credentials.tenant_id,
@@ -298,6 +315,31 @@ describe("rotation", () => {
     const listed = await keysOf()
     expect(listed.find((k) => k.key_id === key.key_id)?.expires_at).toBe(first.old_key.expires_at)
     expect(listed.filter((k) => k.name === "twice" && k.key_id !== key.key_id)).toHaveLength(1)
+  })
+
+  it("leaves a rotated-out key working for its grace period, but managing no key except ending itself", async () => {
+    const full = ["wallets:read", "keys:manage"]
+    const old = await createKey(owner.client, { name: "leaked", scopes: full })
+    const other = await createKey(owner.client, { name: "bystander", scopes: ["wallets:read"] })
+    const successor = expectOk(await rotate(old.key_id, { grace_period_seconds: 600 })).new_key
+    const leaked = apiClient(platform.url, { tenant_id: owner.credentials.tenant_id, api_key: old.api_key })
+    expectOk(await leaked.get("/api/v1/wallets"))
+    const refusals = [
+      await leaked.post("/api/v1/api-keys", { name: "minted", scopes: ["wallets:read"] }),
+      await leaked.post(`/api/v1/api-keys/${other.key_id}/rotate`, {}),
+      await leaked.post(`/api/v1/api-keys/${successor.key_id}/revoke`, {}),
+    ]
+    for (const refused of refusals)
+      expect(expectError(refused, 403, "api_key_rotated_out").message).toContain(old.key_id)
+    const listed = await keysOf()
+    expect(listed.filter((k) => k.name === "minted")).toHaveLength(0)
+    expect(listed.find((k) => k.key_id === other.key_id)?.status).toBe("active")
+    expect(listed.find((k) => k.key_id === successor.key_id)?.status).toBe("active")
+    // It may still end itself early.
+    expect(expectOk(await leaked.post<KeyView>(`/api/v1/api-keys/${old.key_id}/revoke`, {})).status).toBe(
+      "revoked",
+    )
+    expectError(await leaked.get("/api/v1/wallets"), 401, "api_key_revoked")
   })
 
   it("rotates a key once when two rotations race: one 200, one 409", async () => {

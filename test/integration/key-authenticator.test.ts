@@ -1,6 +1,7 @@
 // Proves the key authenticator's cache on the embedded PostgreSQL: a key found valid stays "known"
 // (checked again without the refused-keys budget) however many guesses are cached and dropped
-// meanwhile; a revoked or expired key, or a guess, is never known.
+// meanwhile; a revoked or expired key, or a guess, is never known; a read that began before a
+// revocation is shared with no request after it, and what it saw is not cached.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { insertKey, key_cache_ttl_ms, makeKeyAuthenticator } from "../../src/platform/credentials.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
@@ -60,5 +61,40 @@ describe("makeKeyAuthenticator", () => {
     expect((await keys.authenticate(expiring.api_key, tenant_id, stale_ms)).kind).toBe("ok")
     expect(keys.knownKey(expiring.api_key, tenant_id, stale_ms)).toBe(true)
     expect(keys.knownKey(expiring.api_key, tenant_id, stale_ms + 120_000)).toBe(false)
+  })
+  it("after forget, shares no read that began before it and caches nothing such a read saw", async () => {
+    // A pool whose answers wait for the test: the first read sees the key before its revocation,
+    // and answers only after it.
+    let release: () => void = () => {}
+    const held = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    let holding = true
+    const pool = new Proxy(db.pool, {
+      get: (target, property, receiver) =>
+        property === "query"
+          ? async (...args: Parameters<typeof db.pool.query>) => {
+              const answer = await (target.query as (...a: typeof args) => Promise<unknown>)(...args)
+              if (holding) await held
+              return answer
+            }
+          : Reflect.get(target, property, receiver),
+    })
+    const keys = makeKeyAuthenticator(pool)
+    const key = await newKey()
+    const now_ms = Date.now()
+    const in_flight = keys.authenticate(key.api_key, tenant_id, now_ms)
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    await db.pool.query("update platform.api_keys set revoked_at = now() where key_id = $1", [key.key_id])
+    keys.forget(key.key_id)
+    holding = false
+    const after = keys.authenticate(key.api_key, tenant_id, now_ms).then((outcome) => outcome.kind)
+    const waited = new Promise((resolve) => setTimeout(() => resolve("joined the read from before"), 5_000))
+    expect(await Promise.race([after, waited])).toBe("revoked")
+    release()
+    // The request that was in flight when the key was revoked may pass; nothing after it does.
+    expect((await in_flight).kind).toBe("ok")
+    expect(keys.authenticateCached(key.api_key, tenant_id, now_ms)?.kind).toBe("revoked")
+    expect((await keys.authenticate(key.api_key, tenant_id, now_ms)).kind).toBe("revoked")
   })
 })

@@ -16,6 +16,7 @@ import {
 } from "../../../domain/platform/scopes.ts"
 import { isCountryCode, simulateVerification } from "../../../domain/platform/verification.ts"
 import {
+  announceKeyChange,
   type Caller,
   getKey,
   insertKey,
@@ -228,22 +229,30 @@ const submitVerification = (payload: {
     }
     const decision = simulateVerification(submission)
     const reason = decision.status === "rejected" ? decision.reason : null
-    return yield* idempotent(caller, "tenant.verification", payload, (ticket) =>
-      db(() =>
-        inTransaction(pool, async (client) => {
-          const updated = await client.query<TenantRow>(
-            `update platform.tenants
+    const { keys } = yield* Platform
+    // A rejection suspends the tenant's production keys: at once in this process, not at the
+    // cache's next read.
+    return yield* Effect.ensuring(
+      idempotent(caller, "tenant.verification", payload, (ticket) =>
+        db(() =>
+          inTransaction(pool, async (client) => {
+            const updated = await client.query<TenantRow>(
+              `update platform.tenants
                 set kyc_status = $2, kyc_level = $3, kyc_reason = $4, kyc_submission = $5, kyc_decided_at = now()
               where tenant_id = $1 returning ${tenantColumns}`,
-            [caller.tenant_id, decision.status, decision.kyc_level, reason, JSON.stringify(submission)],
-          )
-          const row = updated.rows[0]
-          if (row === undefined) throw new Error("tenant vanished")
-          const body = toTenant(row, caller.environment)
-          if (ticket !== undefined) await storeResponse(client, storedResponse(ticket, 200, body))
-          return body
-        }),
+              [caller.tenant_id, decision.status, decision.kyc_level, reason, JSON.stringify(submission)],
+            )
+            const row = updated.rows[0]
+            if (row === undefined) throw new Error("tenant vanished")
+            const body = toTenant(row, caller.environment)
+            if (ticket !== undefined) await storeResponse(client, storedResponse(ticket, 200, body))
+            // Every process re-reads the tenant's keys: a rejection suspends its production keys.
+            await announceKeyChange(client, { tenant_id: caller.tenant_id })
+            return body
+          }),
+        ),
       ),
+      Effect.sync(() => keys.forgetTenant(caller.tenant_id)),
     )
   })
 
@@ -325,6 +334,20 @@ const parseScopes = (
   return Effect.succeed([...new Set(scopes)] as ReadonlyArray<ApiScope>)
 }
 
+/**
+ * A key rotated out works on for its grace period, for requests in flight, but manages no keys:
+ * rotating a leaked key would contain nothing if the leaked key could mint or rotate others.
+ */
+const notRotatedOut = (caller: Caller, what: string) =>
+  caller.expires_at === null
+    ? Effect.void
+    : Effect.fail(
+        forbidden(
+          "api_key_rotated_out",
+          `This API key (${caller.key_id}) was rotated and works only until ${caller.expires_at.toISOString()}, for requests in flight; it cannot ${what}. Use its successor.`,
+        ),
+      )
+
 const createKey = (payload: {
   environment?: string | undefined
   scopes?: ReadonlyArray<string> | undefined
@@ -341,14 +364,16 @@ const createKey = (payload: {
         "environment",
       )
     }
+    yield* notRotatedOut(caller, "create keys")
     const scopes = yield* parseScopes(caller, payload.scopes)
     yield* scopesNotHeld(caller, scopes, "The new key would have")
     const name = payload.name === undefined ? null : yield* text(payload.name, "name", textLengths.key_name)
     const sealer = yield* StoredResponseSealer
     // Fingerprinted with the scopes it asks for: a body without `scopes` asks for the calling key's
     // own, so the same body from a key with other scopes is another request (409), never a replay
-    // of a stronger key's answer.
-    const request = { body: payload, scopes: [...scopes].sort() }
+    // of a stronger key's answer. And with the calling key: its answer holds a secret, which no
+    // other key of the tenant gets by sending the same Idempotency-Key.
+    const request = { body: payload, scopes: [...scopes].sort(), caller_key_id: caller.key_id }
     return yield* idempotent(
       caller,
       "keys.create",
@@ -431,13 +456,15 @@ const rotateKey = (key_id: string, payload: { grace_period_seconds?: number | un
     }
     // The successor has the rotated key's scopes: the caller must hold them all. A production key
     // is rotated only while the tenant is verified (the key itself stops working otherwise).
+    yield* notRotatedOut(caller, "rotate keys")
     const target = yield* keyScopes(caller, key_id)
     if (target !== undefined) yield* scopesNotHeld(caller, target.scopes, `Key ${key_id} has`)
     const sealer = yield* StoredResponseSealer
     const result = yield* idempotent(
       caller,
       `keys.rotate.${key_id}`,
-      payload,
+      // With the calling key, as for a creation: the answer holds the successor's secret.
+      { body: payload, caller_key_id: caller.key_id },
       (ticket) =>
         Effect.flatMap(verifiedFor(caller.tenant_id, target?.environment), () =>
           Effect.flatMap(
@@ -445,6 +472,7 @@ const rotateKey = (key_id: string, payload: { grace_period_seconds?: number | un
               inTransaction(platform.pool, async (client) => {
                 const outcome = await rotateStoredKey(client, caller.tenant_id, key_id, grace_ms)
                 if (outcome.kind !== "rotated") return outcome
+                await announceKeyChange(client, { key_id })
                 const body = { new_key: outcome.new_key, old_key: outcome.old_key }
                 if (ticket !== undefined) await storeResponse(client, storedResponse(ticket, 200, body))
                 return body
@@ -464,6 +492,8 @@ const revokeKey = (key_id: string) =>
   Effect.gen(function* () {
     const caller = yield* CurrentCaller
     const platform = yield* Platform
+    // A rotated-out key may still end itself early, but not another key (its own successor, say).
+    if (key_id !== caller.key_id) yield* notRotatedOut(caller, "revoke other keys")
     // As for rotation: a limited key may not revoke a stronger one (the tenant's own full key).
     const target = yield* keyScopes(caller, key_id)
     if (target !== undefined) yield* scopesNotHeld(caller, target.scopes, `Key ${key_id} has`)
@@ -483,6 +513,7 @@ const revokeKey = (key_id: string) =>
       ),
     )
     platform.keys.forget(key_id)
+    yield* db(() => announceKeyChange(platform.pool, { key_id }))
     const target_row = found.rows[0]
     const environment = target_row?.environment as Environment | undefined
     if (environment === undefined) return yield* notFound("api_key", key_id, "key_id")

@@ -1,11 +1,13 @@
-// One Idempotency-Key sent to two platform processes on one database at the same moment. Within a
-// process, duplicates wait for the first; across processes only the database can tell, and it does
-// through the stored response: of two transactions storing one key, the second rolls back, and its
-// request is answered from what the first stored (a replay of the same request, a 409 for another).
+// Two platform processes on one database. One Idempotency-Key sent to both at the same moment:
+// within a process, duplicates wait for the first; across processes only the database can tell,
+// and it does through the stored response: of two transactions storing one key, the second rolls
+// back, and its request is answered from what the first stored (a replay of the same request, a
+// 409 for another). And an API key revoked, rotated or suspended in one process stops working in
+// the other at once (a PostgreSQL notification), not after the other's cache expires.
 import { randomBytes } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { Balance, Transaction, Wallet } from "../../src/http/api.ts"
-import { expectOk } from "../support/api-expect.ts"
+import { expectError, expectOk } from "../support/api-expect.ts"
 import {
   type ApiClient,
   apiClient,
@@ -202,5 +204,45 @@ describe("a payment whose key another request stores while the payment is being 
     expect(listed.map((payment) => payment.amount)).toEqual(["7.00"])
     // The key keeps the other request's response.
     expect((await pay("contested", "5")).status).toBe(409)
+  })
+})
+
+describe("an API key changed in one process", () => {
+  const settle = () => new Promise((resolve) => setTimeout(resolve, 100))
+
+  it("stops working in the other at once when revoked, not when the other's cached lookup expires", async () => {
+    const { client, credentials } = await registerTenant(first.url)
+    const key = expectOk(
+      await client.post<{ key_id: string; api_key: string }>("/api/v1/api-keys", {
+        scopes: ["wallets:read"],
+      }),
+      201,
+    )
+    const there = apiClient(second.url, { tenant_id: credentials.tenant_id, api_key: key.api_key })
+    // Looked up, and cached, by the second process.
+    expectOk(await there.get("/api/v1/wallets"))
+    expectOk(await client.post(`/api/v1/api-keys/${key.key_id}/revoke`, {}))
+    await settle()
+    expectError(await there.get("/api/v1/wallets"), 401, "api_key_revoked")
+  })
+
+  it("is known as rotated in the other at once: it manages no keys there either", async () => {
+    const { client, credentials } = await registerTenant(first.url)
+    const key = expectOk(
+      await client.post<{ key_id: string; api_key: string }>("/api/v1/api-keys", {
+        scopes: ["wallets:read", "keys:manage"],
+      }),
+      201,
+    )
+    const there = apiClient(second.url, { tenant_id: credentials.tenant_id, api_key: key.api_key })
+    expectOk(await there.get("/api/v1/api-keys"))
+    expectOk(await client.post(`/api/v1/api-keys/${key.key_id}/rotate`, { grace_period_seconds: 600 }))
+    await settle()
+    expectOk(await there.get("/api/v1/wallets"))
+    expectError(
+      await there.post("/api/v1/api-keys", { scopes: ["wallets:read"] }),
+      403,
+      "api_key_rotated_out",
+    )
   })
 })
