@@ -10,6 +10,7 @@ import { NodeRuntime } from "@effect/platform-node"
 import { Address } from "@ton/core"
 import { Cause, Context, Effect, Exit, FiberSet, Layer, Logger, References, Runtime, Schedule } from "effect"
 import { makeEvmAdapter } from "../adapters/chains/evm/adapter.ts"
+import { ton_incoming_lt_range_max } from "../adapters/chains/ton/adapter.ts"
 import { makePostgresEventStore } from "../adapters/eventstore/postgres/event-store.ts"
 import { chainIdentifiers } from "../domain/chains/registry.ts"
 import { type Environment, environments } from "../domain/platform/scopes.ts"
@@ -261,7 +262,7 @@ const tonSandboxRunning = (local: TonSandboxChain): RunningChain => ({
       Address.parse(minter).toString({ urlSafe: true, bounceable: false, testOnly: false }),
     ),
   ),
-  incoming_block_range_max: 1n << 62n,
+  incoming_block_range_max: ton_incoming_lt_range_max,
 })
 
 /**

@@ -11,7 +11,7 @@
 import { makeEvmAdapter } from "../../adapters/chains/evm/adapter.ts"
 import { makeSolanaAdapter } from "../../adapters/chains/solana/adapter.ts"
 import { makeRpcTransport } from "../../adapters/chains/solana/rpc-transport.ts"
-import { makeTonAdapter } from "../../adapters/chains/ton/adapter.ts"
+import { makeTonAdapter, ton_incoming_lt_range_max } from "../../adapters/chains/ton/adapter.ts"
 import { makeHttpTransport } from "../../adapters/chains/ton/http-transport.ts"
 import { makeTronAdapter } from "../../adapters/chains/tron/adapter.ts"
 import { makeTronHttpTransport } from "../../adapters/chains/tron/http-transport.ts"
@@ -72,5 +72,6 @@ export function productionChain(
     finality_confirmations,
     faucet_senders: new Set(),
     ...(definition.family === "tron" ? { incoming_block_range_max: tron_incoming_block_range_max } : {}),
+    ...(definition.family === "ton" ? { incoming_block_range_max: ton_incoming_lt_range_max } : {}),
   }
 }

@@ -163,7 +163,8 @@ const oneBlockPerTransaction = (sighting: Sighting) => sighting.asset.chain !== 
  *    the re-executed transaction differs): one place, one row.
  * 2. Otherwise a row of the same transaction moving the same amount between the same addresses, at a
  *    place no sighting claims, moves to the sighting's place: the transaction was re-included in
- *    another block (a reorg), so it keeps its id and is credited once, at its final place.
+ *    another block (a reorg), so it keeps its id and is credited once, at its final place. Not on
+ *    TON, whose blocks are never reorganised: there such a row is another, equal transfer.
  * 3. Otherwise the sighting is a new row.
  * Rows left over keep their place; their transaction's status at depth decides them (orphaned).
  * Sightings are unique by place (pages may overlap); the rows' places stay unique: a row moves only
@@ -201,13 +202,17 @@ export function planSightings(
   }
   const claimable = existing.filter((row) => row.status !== "credited" && !claimed.has(row.deposit_id))
   for (const sighting of pending) {
-    const moved = claimable.find(
-      (row) =>
-        !claimed.has(row.deposit_id) &&
-        row.tx_hash.toLowerCase() === sighting.tx_hash.toLowerCase() &&
-        !unique.has(placeOf(row.tx_hash, row.log_index)) &&
-        sameTransfer(row, sighting),
-    )
+    // On TON nothing is re-included elsewhere: a row at another place of the message is another
+    // transfer (two equal payouts of one batched message), never this one moved.
+    const moved = !oneBlockPerTransaction(sighting)
+      ? undefined
+      : claimable.find(
+          (row) =>
+            !claimed.has(row.deposit_id) &&
+            row.tx_hash.toLowerCase() === sighting.tx_hash.toLowerCase() &&
+            !unique.has(placeOf(row.tx_hash, row.log_index)) &&
+            sameTransfer(row, sighting),
+        )
     if (moved === undefined) {
       inserts.push(sighting)
       continue

@@ -53,4 +53,11 @@ create table platform.chain_deposit_cursors (
 );
 `,
   },
+  {
+    version: 511,
+    name: "chain deposits: when a seen row was last judged",
+    // The judge takes the rows judged longest ago first: a row that waits for ever (its transaction
+    // parked in a pool after a reorg) no longer holds up the rows behind it.
+    sql: "alter table platform.chain_deposits add column judged_at timestamptz;",
+  },
 ]

@@ -106,7 +106,10 @@ export interface ChainScanReport {
   readonly chain: string
   /** `busy`: another watcher held the chain's lock, this one skipped it. */
   readonly outcome: "scanned" | "busy"
-  /** The blocks read, inclusive; null when there was nothing new to read. */
+  /**
+   * The blocks read, inclusive; null when there was nothing new to read, or the read failed (given
+   * to `onError`; the rows recorded before are still judged, and the range is read again next scan).
+   */
   readonly blocks: { readonly from: bigint; readonly to: bigint } | null
   readonly recorded: number
   readonly credited: number
@@ -383,16 +386,27 @@ export function startDepositWatcher(
   /** Judges the `seen` rows deep enough to be final; returns how many it credited and orphaned. */
   const judge = async (db: pg.PoolClient, watched: WatchedChain, head: bigint, next_block: bigint) => {
     const deepest = head - BigInt(watched.finality_confirmations) + 1n
+    // Those judged longest ago (or never) first, so that rows left waiting take turns with the rest.
     const found = await db.query(
       `select * from platform.chain_deposits
         where environment = $1 and chain = $2 and status = 'seen' and block_number <= $3
-        order by block_number, log_index limit $4`,
+        order by judged_at nulls first, block_number, log_index limit $4`,
       [watched.environment, watched.chain, deepest.toString(), judge_rows_max],
     )
     let credited = 0
     let orphaned = 0
     for (const row of found.rows.map(fromDb)) {
-      const status = await run(watched.adapter.transactionStatus(row.tx_hash, row.log_index))
+      await db.query("update platform.chain_deposits set judged_at = now() where deposit_id = $1", [
+        row.deposit_id,
+      ])
+      // A status the node cannot give now holds up no other row; the row is judged again later.
+      const status = await run(watched.adapter.transactionStatus(row.tx_hash, row.log_index)).catch(
+        (error: unknown) => {
+          onError(error)
+          return undefined
+        },
+      )
+      if (status === undefined) continue
       const verdict = judgeSeenDeposit(row, status, watched.finality_confirmations, next_block)
       if (verdict.kind === "credit") {
         // A refused credit must not hold up the rows behind it; it is tried again next scan.
@@ -417,15 +431,20 @@ export function startDepositWatcher(
     const cursor = minBig(stored ?? maxBig(0n, head - firstScanBlocks(watched) + 1n), head + 1n)
     const from = maxBig(0n, cursor - depth)
     const to = minBig(head, from + scanBlocksMax(watched) - 1n)
-    const sightings = from <= to ? await readSightings(db, watched, from, to) : []
-    const next_block = maxBig(cursor, to + 1n)
-    const recorded = await record(db, watched, sightings, next_block)
+    // A range the node cannot read now (a defect; a too-wide one was halved already) holds up no
+    // judgement of the rows recorded before: the cursor stays, and the range is read again next scan.
+    const read = from <= to ? await readSightings(db, watched, from, to).catch((error: unknown) => error) : []
+    const read_failed = !Array.isArray(read)
+    if (read_failed) onError(read)
+    const sightings: ReadonlyArray<Sighting> = read_failed ? [] : read
+    const next_block = read_failed ? cursor : maxBig(cursor, to + 1n)
+    const recorded = read_failed ? 0 : await record(db, watched, sightings, next_block)
     const { credited, orphaned } = await judge(db, watched, head, next_block)
     return {
       environment: watched.environment,
       chain: watched.chain,
       outcome: "scanned",
-      blocks: from <= to ? { from, to } : null,
+      blocks: from <= to && !read_failed ? { from, to } : null,
       recorded,
       credited,
       orphaned,

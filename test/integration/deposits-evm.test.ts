@@ -2,8 +2,9 @@
 // (anvil mining on demand, the platform stablecoin, PostgreSQL, the ledger writer with the deposit
 // hook): not before the finality depth; once, however often and by however many watchers the chain
 // is scanned; never after a reorg that took the transaction away; once, at its new block, after a
-// reorg that re-included it elsewhere; across a watcher restart (and listed page by page); and never
-// for an ignored sender.
+// reorg that re-included it elsewhere; across a watcher restart (and listed page by page); never
+// for an ignored sender; and a row the node cannot judge, or a range it cannot read, holds up no
+// other row.
 import { bytesToHex } from "@noble/hashes/utils.js"
 import { Effect } from "effect"
 import { type Address, createWalletClient, type Hex, http } from "viem"
@@ -336,6 +337,41 @@ describe("deposits (EVM)", () => {
     expect(last_page).toMatchObject({ has_more: false, next_cursor: null })
     expect(last_page.data.map((item) => [item.amount, item.status])).toEqual([["1.00", "credited"]])
     expect(errors).toEqual([])
+  })
+
+  it("holds up no row behind one whose status the node cannot give, nor behind a range it cannot read", async () => {
+    const wallet = await custodyWallet(7)
+    const stuck = await deposit(wallet.address, 1_000_000n)
+    await deposit(wallet.address, 2_000_000n)
+    await newWatcher().scanOnce()
+    await mine(depth)
+    // A node that cannot give the first deposit's status, nor read any range now.
+    const failing: ChainAdapter = {
+      ...adapter,
+      transactionStatus: (tx_hash, log_index) =>
+        tx_hash === stuck.tx_hash
+          ? Effect.die(new Error("status read timed out"))
+          : adapter.transactionStatus(tx_hash, log_index),
+      incomingTransfers: () => Effect.die(new Error("range read timed out")),
+    }
+    const seen: Array<unknown> = []
+    const faulty = startDepositWatcher(
+      { pool: db.pool, writer, chains: [{ ...watched, adapter: failing }] },
+      { interval_ms: null, judge_rows_max: 1, onError: (error) => seen.push(error) },
+    )
+    // One row judged per scan: the stuck one first (never judged, oldest), then the other.
+    expect((await faulty.scanOnce())[0]).toMatchObject({ outcome: "scanned", blocks: null, credited: 0 })
+    expect((await faulty.scanOnce())[0]).toMatchObject({ outcome: "scanned", credited: 1 })
+    expect((await rowsOf(wallet.wallet_id)).map((row) => [row.amount, row.status])).toEqual([
+      [1_000_000n, "seen"],
+      [2_000_000n, "credited"],
+    ])
+    expect(seen.map(String).join("\n")).toContain("status read timed out")
+    expect(seen.map(String).join("\n")).toContain("range read timed out")
+    // With the node back, the stuck one is credited too.
+    await newWatcher().scanOnce()
+    expect((await rowsOf(wallet.wallet_id)).map((row) => row.status)).toEqual(["credited", "credited"])
+    expect(await balanceOf(wallet.wallet_id)).toBe(3_000_000n)
   })
 
   it("skips transfers from an ignored sender (the sandbox faucet's mints)", async () => {

@@ -101,6 +101,10 @@ describe("productionChain", () => {
       )
       expect([...running.contracts]).toEqual(expected)
       for (const contract of running.contracts.values()) expect(isValidAddress(chain, contract)).toBe(true)
+      // A deposit scan's widest range: TON counts in logical time (about a million per
+      // transaction), Tron's scan costs two requests per block, the rest take the port's default.
+      const range = { ton: 1n << 62n, tron: 200n }[definition.family as string]
+      expect(running.incoming_block_range_max).toBe(range)
     },
   )
 })

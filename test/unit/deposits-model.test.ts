@@ -127,6 +127,12 @@ describe("planSightings", () => {
       expected: { updates: [], inserts: [[1, "0xt2"]] },
     },
     {
+      name: "on TON, two equal payouts of one message: the second is new, the first's uncredited row stays (no reorg moves it)",
+      sightings: [sighting(1, "0xt2", { asset: tonAsset })],
+      existing: [row("dep_1", 0, "0xt1", "seen")],
+      expected: { updates: [], inserts: [[1, "0xt2"]] },
+    },
+    {
       name: "a second transfer of a credited transaction (a wallet added later) is new",
       sightings: [sighting(1, "0xb1", { wallet_id: "wal_b", to_address: "0xB" })],
       existing: [row("dep_1", 0, "0xb1", "credited")],

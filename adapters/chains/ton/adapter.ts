@@ -76,6 +76,13 @@ export const ton_native_contract = "TON"
 /** How long a signed message stays valid: a persisted message can be rebroadcast within it. */
 export const message_ttl_seconds = 600
 /**
+ * The widest range of `incomingTransfers`, in logical time: TON's "blocks" are lt, which grows by
+ * about a million per transaction, so the port's default of 10,000 would have a deposit watcher fall
+ * further behind with every scan. The adapter reads any range (a busy address answers
+ * `QueryTooWide`, and the watcher halves the range).
+ */
+export const ton_incoming_lt_range_max = 1n << 62n
+/**
  * Headroom over the emulated fee: the storage fee grows with the time since the wallet's last
  * transaction, and the forward fee with network configuration changes. Rounded up.
  */
