@@ -153,7 +153,8 @@ export const AuthenticationLive = Layer.effect(
           const limits = rateLimits[caller.plan]
           const decision = platform.limiter.admit(
             [
-              { key: `tenant:${caller.tenant_id}`, rate_per_s: limits.tenant_per_s },
+              // Per environment: a load test in the sandbox never throttles the tenant's production.
+              { key: `tenant:${caller.tenant_id}:${caller.environment}`, rate_per_s: limits.tenant_per_s },
               { key: `key:${caller.key_id}`, rate_per_s: limits.key_per_s },
             ],
             now_ms,

@@ -301,6 +301,41 @@ describe("tenant isolation", () => {
     await sleep(retry_after_s * 1000)
     expectOk(await a.client.get("/api/v1/wallets?limit=1"))
   })
+
+  it("keeps a tenant's production out of its sandbox's throttling: one bucket per environment", async () => {
+    const { client: sandbox, credentials } = await registerTenant(platform.url, "basic")
+    expectOk(
+      await sandbox.post("/api/v1/tenant/verification", {
+        legal_name: "Acme Payments GmbH",
+        registration_number: "HRB 12345",
+        country: "DE",
+        representative: { name: "Ada Example", country: "DE" },
+      }),
+    )
+    const live = await createKey(sandbox, { environment: "production" })
+    const production = apiClient(platform.url, { tenant_id: credentials.tenant_id, api_key: live.api_key })
+    const keys = [
+      sandbox,
+      ...(await Promise.all(
+        [1, 2, 3].map(async (n) => {
+          const key = await createKey(sandbox, { name: `sandbox-burst-${n}` })
+          return apiClient(platform.url, { tenant_id: credentials.tenant_id, api_key: key.api_key })
+        }),
+      )),
+    ]
+    await sleep(2_100)
+    // Four sandbox keys offer 400 requests at once, past the tenant's sandbox burst of 200.
+    // Production asks alongside each round, after the sandbox's requests were sent.
+    let refused = 0
+    for (let round = 0; round < 6 && refused === 0; round++) {
+      const sandboxed = Array.from({ length: 400 }, (_, i) => keys[i % 4]?.get("/api/v1/wallets?limit=1"))
+      const live_answers = Array.from({ length: 5 }, () => production.get("/api/v1/wallets?limit=1"))
+      const answers = await Promise.all(sandboxed)
+      refused = answers.filter((answer) => answer?.status === 429).length
+      for (const answer of await Promise.all(live_answers)) expectOk(answer)
+    }
+    expect(refused).toBeGreaterThan(0)
+  })
 })
 
 // --- 7. API keys ------------------------------------------------------------------------------

@@ -288,7 +288,18 @@ describe("ledger CLI", () => {
       const exported = path.join(tmp, "late.ndjson")
       const verifying = runCli(["verify"], env)
       const exporting = runCli(["export", "--output", exported], env)
-      await new Promise((resolve) => setTimeout(resolve, 1_500))
+      // Both read the log's end and now wait for the held transaction (however long their start
+      // took on a busy host): their sessions have sent the waiting query.
+      const deadline = Date.now() + 60_000
+      for (;;) {
+        const waiting = await own.pool.query<{ n: number }>(
+          `select count(*)::int as n from pg_stat_activity
+            where datname = current_database() and query like '%pg_snapshot_xip%'
+              and query not like '%pg_stat_activity%'`,
+        )
+        if ((waiting.rows[0]?.n ?? 0) >= 2 || Date.now() > deadline) break
+        await new Promise((resolve) => setTimeout(resolve, 50))
+      }
       await held.query("commit")
       await Effect.runPromise(ownStore.append("probe-late", 2, newEvents("late-3", 1)))
       const [verified, export_result] = await Promise.all([verifying, exporting])
