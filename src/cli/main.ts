@@ -193,16 +193,26 @@ const runVerify = async (pool: pg.Pool, store: PostgresEventStore, io: Io): Prom
   const progress = io.err.isTTY
     ? (n: number) => io.err.write(`\rverify: ${n.toLocaleString("en-US")} events checked`)
     : undefined
-  // Read before the events: an append committed meanwhile only adds events after a head.
-  const heads = (
-    await pool.query<{ stream_id: string; version: string; last_hash: string }>(
-      "select stream_id, version::text, encode(last_hash, 'hex') as last_hash from streams",
-    )
-  ).rows.map((row) => ({ stream_id: row.stream_id, version: Number(row.version), last_hash: row.last_hash }))
+  // Read before the events: an append committed meanwhile only adds events after a head. A stream
+  // created meanwhile has its head read after the events (`headsNow`).
+  const readHeads = async (stream_ids?: ReadonlyArray<string>) =>
+    (
+      await pool.query<{ stream_id: string; version: string; last_hash: string }>(
+        `select stream_id, version::text, encode(last_hash, 'hex') as last_hash from streams
+          where $1::text[] is null or stream_id = any($1::text[])`,
+        [stream_ids ?? null],
+      )
+    ).rows.map((row) => ({
+      stream_id: row.stream_id,
+      version: Number(row.version),
+      last_hash: row.last_hash,
+    }))
+  const heads = await readHeads()
   // Then the log's settled end (settled.ts): an event committing late below it is waited for.
   const up_to_position = await settledPosition(pool)
   const report = await verifyEvents(store, {
     heads,
+    headsNow: readHeads,
     up_to_position,
     ...(progress === undefined ? {} : { onProgress: progress }),
   })
@@ -277,6 +287,12 @@ const run = async (command: Command, values: Values, io: Io, pool: pg.Pool, stor
 
 /** Runs one command and returns the process exit code. */
 const main = async (argv: ReadonlyArray<string>, io: Io): Promise<number> => {
+  // The reader of standard output went away (`export | head`): only this EPIPE ends the run
+  // quietly; one of the database's socket is a failure like any other.
+  let reader_gone = false
+  io.out.on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code === "EPIPE") reader_gone = true
+  })
   try {
     const parsed = parse(argv)
     if (parsed === undefined) {
@@ -302,7 +318,7 @@ const main = async (argv: ReadonlyArray<string>, io: Io): Promise<number> => {
     }
   } catch (error) {
     // The reader went away (`export | head`): what it wanted was written; stop quietly.
-    if ((error as NodeJS.ErrnoException | null)?.code === "EPIPE") return 0
+    if (reader_gone && (error as NodeJS.ErrnoException | null)?.code === "EPIPE") return 0
     if (error instanceof UsageError || error instanceof ConfigError) {
       io.err.write(`ledger: ${error.message}\nRun "npm run ledger -- --help" for usage.\n`)
       return 2

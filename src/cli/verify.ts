@@ -147,7 +147,11 @@ class Verifier {
    * Every stream reaches its head (read before the events, so later appends may go past it) with
    * the head's hash at the head's version; every stream with events has a head.
    */
-  checkHeads(): void {
+  /**
+   * `created_meanwhile`: the heads, read after the events, of streams that had none when the run
+   * began (created while it ran); such a stream must have a head at or past its last event read.
+   */
+  checkHeads(created_meanwhile: ReadonlyMap<string, StreamHead> = new Map()): void {
     for (const head of this.heads.values()) {
       const stream = this.streams.get(head.stream_id)
       if (stream === undefined) {
@@ -174,7 +178,15 @@ class Verifier {
       }
     }
     for (const [stream_id, stream] of this.streams) {
-      if (!this.heads.has(stream_id)) this.report(stream.last_event, "the stream has events but no head")
+      if (this.heads.has(stream_id)) continue
+      const late = created_meanwhile.get(stream_id)
+      if (late === undefined) this.report(stream.last_event, "the stream has events but no head")
+      else if (late.version < stream.version) {
+        this.report(
+          stream.last_event,
+          `the stream's head is version ${late.version}, but it has event version ${stream.version}: a head behind its events`,
+        )
+      }
     }
   }
 
@@ -223,11 +235,13 @@ export const verifyEvents = async (
   store: EventStore["Service"],
   options: {
     readonly heads?: ReadonlyArray<StreamHead>
+    /** The heads now of the given streams (those created after `heads` was read). */
+    readonly headsNow?: (stream_ids: ReadonlyArray<string>) => Promise<ReadonlyArray<StreamHead>>
     readonly up_to_position?: bigint
     readonly onProgress?: (event_count: number) => void
   } = {},
 ): Promise<VerifyReport> => {
-  const { heads, up_to_position, onProgress } = options
+  const { heads, headsNow, up_to_position, onProgress } = options
   const verifier = new Verifier(heads)
   let after_position = 0n
   for (;;) {
@@ -245,7 +259,11 @@ export const verifyEvents = async (
     after_position = last.global_position
   }
   const account_count = verifier.finish()
-  if (heads !== undefined) verifier.checkHeads()
+  if (heads !== undefined) {
+    const headless = [...verifier.streams.keys()].filter((stream_id) => !verifier.heads.has(stream_id))
+    const late = headless.length === 0 || headsNow === undefined ? [] : await headsNow(headless)
+    verifier.checkHeads(new Map(late.map((head) => [head.stream_id, head])))
+  }
   return {
     event_count: verifier.event_count,
     stream_count: verifier.streams.size,

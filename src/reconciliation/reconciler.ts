@@ -329,6 +329,8 @@ const storeReport = async (pool: pg.Pool, report: ReconciliationReport): Promise
                           when excluded.status = 'unavailable'
                           then platform.reconciliation_reports.drift_since end,
        last_matched_at = coalesce(excluded.last_matched_at, platform.reconciliation_reports.last_matched_at)
+     -- Two runs at once (the scheduler's and one asked for): an older check never replaces a newer.
+     where excluded.checked_at >= platform.reconciliation_reports.checked_at
      returning *`,
     [
       report.tenant_id,
@@ -354,7 +356,13 @@ const storeReport = async (pool: pg.Pool, report: ReconciliationReport): Promise
       report.error,
     ],
   )
-  return fromStoredRow(stored.rows[0])
+  if (stored.rows[0] !== undefined) return fromStoredRow(stored.rows[0])
+  const newer = await pool.query(
+    `select * from platform.reconciliation_reports
+      where tenant_id = $1 and environment = $2 and chain = $3 and token = $4`,
+    [report.tenant_id, report.environment, report.chain, report.token],
+  )
+  return fromStoredRow(newer.rows[0])
 }
 
 /**

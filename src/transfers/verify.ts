@@ -10,7 +10,8 @@
  * recorded amount of the recorded token contract from the wallet's address to the recorded
  * destination, the token contract is the one the platform runs for the token on that chain, and the
  * proof recorded at completion (if any) names the same block and log: a block hash that changed
- * means a reorganisation moved the transaction after the ledger posted it.
+ * means a reorganisation moved the transaction after the ledger posted it; and the ledger has not
+ * failed the transfer (released its funds) while the chain holds it.
  */
 import { Effect } from "effect"
 import { assert } from "../../domain/assert.ts"
@@ -130,6 +131,11 @@ export const verifyTransfer = (
               confirmations: proof.confirmations,
             },
       checks,
-      matches: included && stored_proof_agrees && Object.values(checks).every((check) => check),
+      // A transfer the ledger failed (its funds released) matches no transaction that moved money.
+      matches:
+        row.status !== "failed" &&
+        included &&
+        stored_proof_agrees &&
+        Object.values(checks).every((check) => check),
     }
   })

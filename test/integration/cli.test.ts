@@ -37,6 +37,20 @@ interface CliResult {
   readonly stderr: string
 }
 
+/** Waits until `count` sessions of `db` wait for the log to settle (settled.ts's polling query). */
+const waitingForSettledEnd = async (db: TestDatabase, count: number) => {
+  const deadline = Date.now() + 60_000
+  for (;;) {
+    const waiting = await db.pool.query<{ n: number }>(
+      `select count(*)::int as n from pg_stat_activity
+        where datname = current_database() and query like '%pg_snapshot_xip%'
+          and query not like '%pg_stat_activity%'`,
+    )
+    if ((waiting.rows[0]?.n ?? 0) >= count || Date.now() > deadline) return
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+}
+
 const runCli = (args: ReadonlyArray<string>, env: Record<string, string> = {}): Promise<CliResult> =>
   new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [cli, ...args], {
@@ -266,6 +280,38 @@ describe("ledger CLI", () => {
     }
   })
 
+  it("verify passes when a stream is created while it runs (its head read after the events)", async () => {
+    const own = await freshDatabase()
+    const ownStore = makePostgresEventStore(own.pool)
+    await Effect.runPromise(ownStore.append("probe-old", "no_stream", newEvents("old-1", 1)))
+    const held = await own.pool.connect()
+    try {
+      await held.query("begin")
+      await Effect.runPromise(
+        ownStore.appendWithClient(held, "probe-new", "no_stream", newEvents("new-1", 1)),
+      )
+      // An event committed above it: the log's settled end is past the held one.
+      await Effect.runPromise(ownStore.append("probe-old", 1, newEvents("old-2", 1)))
+      // verify reads the heads (no probe-new yet), then waits for the held transaction.
+      const verifying = runCli(["verify"], { DATABASE_URL: own.url })
+      await waitingForSettledEnd(own, 1)
+      await held.query("commit")
+      const verified = await verifying
+      expect(verified.stderr).toBe("")
+      expect(verified.stdout).toContain("verify: OK: 3 events in 2 streams")
+      expect(verified.code).toBe(0)
+      // Events whose stream has no head, at the start or the end, are still found.
+      await own.pool.query("delete from streams where stream_id = 'probe-new'")
+      const headless = await runCli(["verify"], { DATABASE_URL: own.url })
+      expect(headless.code).toBe(1)
+      expect(headless.stdout).toContain("the stream has events but no head")
+    } finally {
+      held.release()
+      await Effect.runPromise(ownStore.close)
+      await own.drop()
+    }
+  }, 60_000)
+
   it("verify and export wait for an event that commits late below events already committed, and leave nothing out", async () => {
     // A transaction holds probe-late v2 at a position below probe-other v1, which commits first:
     // a reader paging by position passed v2 before it committed (verify then saw v3 follow v1, an
@@ -289,17 +335,8 @@ describe("ledger CLI", () => {
       const verifying = runCli(["verify"], env)
       const exporting = runCli(["export", "--output", exported], env)
       // Both read the log's end and now wait for the held transaction (however long their start
-      // took on a busy host): their sessions have sent the waiting query.
-      const deadline = Date.now() + 60_000
-      for (;;) {
-        const waiting = await own.pool.query<{ n: number }>(
-          `select count(*)::int as n from pg_stat_activity
-            where datname = current_database() and query like '%pg_snapshot_xip%'
-              and query not like '%pg_stat_activity%'`,
-        )
-        if ((waiting.rows[0]?.n ?? 0) >= 2 || Date.now() > deadline) break
-        await new Promise((resolve) => setTimeout(resolve, 50))
-      }
+      // took on a busy host).
+      await waitingForSettledEnd(own, 2)
       await held.query("commit")
       await Effect.runPromise(ownStore.append("probe-late", 2, newEvents("late-3", 1)))
       const [verified, export_result] = await Promise.all([verifying, exporting])

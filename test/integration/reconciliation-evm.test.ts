@@ -239,4 +239,19 @@ describe("reconciliation with money in flight (EVM)", () => {
       }),
     )
   })
+  it("never stores an older check over a newer one (two runs at once)", async () => {
+    // A report stored by a run that checked after this one will (its checked_at a minute ahead).
+    const ahead = new Date(Date.now() + 60_000)
+    await db.pool.query(
+      "update platform.reconciliation_reports set checked_at = $2, status = 'matched' where tenant_id = $1",
+      [tenant_id, ahead],
+    )
+    const report = await reconcile()
+    expect(report).toMatchObject({ status: "matched", checked_at: ahead })
+    const stored = await db.pool.query(
+      "select status, checked_at from platform.reconciliation_reports where tenant_id = $1",
+      [tenant_id],
+    )
+    expect(stored.rows).toEqual([{ status: "matched", checked_at: ahead }])
+  })
 })

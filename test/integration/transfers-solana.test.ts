@@ -168,6 +168,11 @@ describe("on-chain transfers (Solana, LiteSVM)", () => {
       checks: { amount: true, token: true, sender: true, receiver: true },
       matches: true,
     })
+    // Had the ledger failed it (funds released), the landed transaction would be a mismatch.
+    const as_failed = await run(
+      verifyTransfer({ adapter: local.adapter, contracts: local.contracts }, { ...row, status: "failed" }),
+    )
+    expect(as_failed).toMatchObject({ status: "finalized", matches: false })
   })
 
   it("reverts on chain when the recipient's token account is frozen after signing, and releases the funds", async () => {
