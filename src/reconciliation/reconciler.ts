@@ -367,7 +367,8 @@ const storeReport = async (pool: pg.Pool, report: ReconciliationReport): Promise
 
 /**
  * Reconciles every token of every chain the tenant has wallets on in `environment` (chains with no
- * adapter running there are skipped), stores the reports and returns them with what the store keeps
+ * adapter running there are skipped, and their earlier reports deleted), stores the reports and
+ * returns them with what the store keeps
  * (`drift_since`, `last_matched_at`, and for an `unavailable` one the figures of the last complete
  * read); a chain that cannot be
  * read is reported `unavailable` without stopping the others.
@@ -402,6 +403,13 @@ export const reconcileTenant = async (
       reports.push(await storeReport(deps.pool, report))
     }
   }
+  // A chain (or token) no longer reconciled here has no report, not its last one kept for ever.
+  await deps.pool.query(
+    `delete from platform.reconciliation_reports r
+      where r.tenant_id = $1 and r.environment = $2
+        and (r.chain, r.token) not in (select * from unnest($3::text[], $4::text[]))`,
+    [tenant_id, environment, reports.map((report) => report.chain), reports.map((report) => report.token)],
+  )
   return reports
 }
 

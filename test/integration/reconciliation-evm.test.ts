@@ -254,4 +254,18 @@ describe("reconciliation with money in flight (EVM)", () => {
     )
     expect(stored.rows).toEqual([{ status: "matched", checked_at: ahead }])
   })
+  it("keeps no report for a chain no longer reconciled (its node turned off)", async () => {
+    expect((await reconcile()).chain).toBe("ethereum")
+    const none = await reconcileTenant(
+      { pool: db.pool, chains: { get: () => undefined } },
+      tenant_id,
+      "sandbox",
+    )
+    expect(none).toEqual([])
+    const stored = await db.pool.query(
+      "select count(*)::int as n from platform.reconciliation_reports where tenant_id = $1",
+      [tenant_id],
+    )
+    expect(stored.rows[0]?.n).toBe(0)
+  })
 })
