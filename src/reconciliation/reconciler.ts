@@ -113,7 +113,6 @@ interface LedgerRow {
   kind: string
   user_data: string | null
   posted: string
-  credits_pending: string
 }
 
 const outside_kinds = new Set(["world", "chain_custody"])
@@ -123,8 +122,7 @@ const readLedgerSide = async (pool: pg.Pool, tenant_id: string, environment: Env
   const stream_id = ledgerStreamId(ledgerOf(tenant_id, environment))
   await waitForStreamHead(pool, stream_id, projection_wait_ms)
   const accounts = await pool.query<LedgerRow>(
-    `select account_id, kind, user_data, (credits_posted - debits_posted)::text as posted,
-            credits_pending::text as credits_pending
+    `select account_id, kind, user_data, (credits_posted - debits_posted)::text as posted
        from read_model.ledger_accounts
       where stream_id = $1 and asset_code = $2
       order by account_id`,
@@ -151,11 +149,19 @@ const readLedgerSide = async (pool: pg.Pool, tenant_id: string, environment: Env
      )::text as amount`,
     [tenant_id, environment, asset.chain, asset.code],
   )
+  // Outgoing transfers signed and not settled: only those can have left the chain's balance. A
+  // reservation not signed yet (waiting its turn, or for a node) moved nothing on chain, so it
+  // explains no shortfall.
+  const outgoing = await pool.query<{ amount: string }>(
+    `select coalesce(sum(amount), 0)::text as amount from platform.chain_transfers
+      where tenant_id = $1 and environment = $2 and chain = $3 and token = $4
+        and status = 'pending' and tx_hash is not null`,
+    [tenant_id, environment, asset.chain, asset.code],
+  )
+  const pending_outgoing = BigInt(outgoing.rows[0]?.amount ?? "0")
   let ledger_balance = 0n
-  let pending_outgoing = 0n
   const liabilities: Array<LedgerRow> = []
   for (const row of accounts.rows) {
-    if (row.kind === "chain_custody") pending_outgoing += BigInt(row.credits_pending)
     if (outside_kinds.has(row.kind)) continue
     ledger_balance += BigInt(row.posted)
     liabilities.push(row)

@@ -239,6 +239,30 @@ describe("reconciliation with money in flight (EVM)", () => {
       }),
     )
   })
+  it("reports a shortfall as drift, not explained by a reservation that was never signed", async () => {
+    const before = await reconcile()
+    // A transfer reserved in the ledger, not signed (no worker runs): nothing left the chain for it.
+    const requested = await kit.request(sender, testWallet(9).address, 1_000n)
+    expect((await kit.loadRow(requested.transfer_id)).tx_hash).toBeNull()
+    // Tokens leave the custody address outside the platform, as much as the reservation.
+    await callStablecoin(node.rpc_url, contract, testWallet(1).key, "transfer", [
+      testWallet(8).address,
+      1_000n,
+    ])
+    const report = await reconcile()
+    // The ledger reserved 1,000 (custody credits pending), which the chain never sent: it explains
+    // nothing of the shortfall.
+    expect(report).toMatchObject({
+      status: "drift",
+      pending_outgoing: 0n,
+      on_chain_balance: before.on_chain_balance - 1_000n,
+      ledger_balance: before.ledger_balance,
+    })
+    // Put back: the chain holds the tokens again, the reservation is signed, sent and settled.
+    await callStablecoin(node.rpc_url, contract, issuer.key, "mint", [sender.address, 1_000n])
+    expect((await kit.withWorker(() => kit.settled(requested.transfer_id))).status).toBe("completed")
+  })
+
   it("never stores an older check over a newer one (two runs at once)", async () => {
     // A report stored by a run that checked after this one will (its checked_at a minute ahead).
     const ahead = new Date(Date.now() + 60_000)
