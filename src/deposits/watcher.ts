@@ -437,7 +437,9 @@ export function startDepositWatcher(
     const read_failed = !Array.isArray(read)
     if (read_failed) onError(read)
     const sightings: ReadonlyArray<Sighting> = read_failed ? [] : read
-    const next_block = read_failed ? cursor : maxBig(cursor, to + 1n)
+    // After a failed read, only the blocks below the re-read window count as scanned: a deposit
+    // moved by a reorg into that window must not be judged "final elsewhere, not found there".
+    const next_block = read_failed ? from : maxBig(cursor, to + 1n)
     const recorded = read_failed ? 0 : await record(db, watched, sightings, next_block)
     const { credited, orphaned } = await judge(db, watched, head, next_block)
     return {

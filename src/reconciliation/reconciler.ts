@@ -368,6 +368,8 @@ const storeReport = async (pool: pg.Pool, report: ReconciliationReport): Promise
       where tenant_id = $1 and environment = $2 and chain = $3 and token = $4`,
     [report.tenant_id, report.environment, report.chain, report.token],
   )
+  // Deleted meanwhile by a run that no longer reconciles the group: stored afresh.
+  if (newer.rows[0] === undefined) return storeReport(pool, report)
   return fromStoredRow(newer.rows[0])
 }
 
@@ -386,6 +388,7 @@ export const reconcileTenant = async (
   environment: Environment,
   options: ReconcileOptions = {},
 ): Promise<ReadonlyArray<StoredReport>> => {
+  const started = new Date()
   const recheck_delay_ms = options.recheck_delay_ms ?? 1_000
   const deadline_ms = options.chain_read_deadline_ms ?? chain_read_deadline_ms_default
   const chains = await deps.pool.query<{ chain: WalletChain }>(
@@ -409,12 +412,19 @@ export const reconcileTenant = async (
       reports.push(await storeReport(deps.pool, report))
     }
   }
-  // A chain (or token) no longer reconciled here has no report, not its last one kept for ever.
+  // A chain (or token) no longer reconciled here has no report, not its last one kept for ever; a
+  // report another run stored since this one started (a chain it reconciles) stays.
   await deps.pool.query(
     `delete from platform.reconciliation_reports r
-      where r.tenant_id = $1 and r.environment = $2
+      where r.tenant_id = $1 and r.environment = $2 and r.checked_at < $5
         and (r.chain, r.token) not in (select * from unnest($3::text[], $4::text[]))`,
-    [tenant_id, environment, reports.map((report) => report.chain), reports.map((report) => report.token)],
+    [
+      tenant_id,
+      environment,
+      reports.map((report) => report.chain),
+      reports.map((report) => report.token),
+      started,
+    ],
   )
   return reports
 }

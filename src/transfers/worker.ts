@@ -674,7 +674,7 @@ export function startTransferWorker(
     if (own.status === "reverted") {
       await fail(row, {
         code: "reverted",
-        message: `The transaction reverted in block ${own.proof.block_number}; the funds were released.`,
+        message: `The transaction reverted (or moved no tokens) in block ${own.proof.block_number}; the funds were released.`,
       })
       return "settled"
     }
@@ -756,7 +756,7 @@ export function startTransferWorker(
       case "reverted":
         await fail(row, {
           code: "reverted",
-          message: `The transaction reverted in block ${status.proof.block_number}; the funds were released.`,
+          message: `The transaction reverted (or moved no tokens) in block ${status.proof.block_number}; the funds were released.`,
         })
         return "settled"
       case "seen":

@@ -317,6 +317,20 @@ describe("rotation", () => {
     expect(listed.filter((k) => k.name === "twice" && k.key_id !== key.key_id)).toHaveLength(1)
   })
 
+  it("answers a key's retry of its own rotation with the stored successor, though the key is now rotated out", async () => {
+    const key = await createKey(owner.client, { name: "self", scopes: ["wallets:read", "keys:manage"] })
+    const itself = apiClient(platform.url, { tenant_id: owner.credentials.tenant_id, api_key: key.api_key })
+    const headers = { "idempotency-key": newIdempotencyKey() }
+    const route = `/api/v1/api-keys/${key.key_id}/rotate`
+    const first = await itself.post<Rotation>(route, { grace_period_seconds: 600 }, headers)
+    const successor = expectOk(first).new_key
+    const again = await itself.post<Rotation>(route, { grace_period_seconds: 600 }, headers)
+    expectReplay(first, again)
+    expect(again.body.new_key.api_key).toBe(successor.api_key)
+    // A new request of the rotated-out key is refused.
+    expectError(await itself.post(route, { grace_period_seconds: 600 }), 403, "api_key_rotated_out")
+  })
+
   it("leaves a rotated-out key working for its grace period, but managing no key except ending itself", async () => {
     const full = ["wallets:read", "keys:manage"]
     const old = await createKey(owner.client, { name: "leaked", scopes: full })

@@ -1,6 +1,6 @@
 // Proves the ledger writer: answers only after commit, group-commits concurrent commands into few
 // appends, is exactly-once with idempotency keys, and stays correct with two writers on one ledger.
-import { Effect, Result } from "effect"
+import { Cause, Effect, Result } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { makePostgresEventStore } from "../../adapters/eventstore/postgres/event-store.ts"
 import type { LedgerEvent } from "../../domain/ledger/events.ts"
@@ -12,7 +12,8 @@ import {
   initialState,
   type LedgerState,
 } from "../../domain/ledger/index.ts"
-import { type LedgerWriterService, makeLedgerWriter } from "../../src/ledger/writer.ts"
+import { type LedgerWriterService, makeLedgerWriter, sentAll } from "../../src/ledger/writer.ts"
+import { type StoredResponse, storeResponses } from "../../src/platform/idempotency.ts"
 import type { EventStore } from "../../src/ports/event-store.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { createTransfers, openAccount, transfer } from "../support/ledger-fixtures.ts"
@@ -332,6 +333,79 @@ describe("LedgerWriter", () => {
       const { versions } = await foldStream(ledgerStreamId(ledger))
       expect(versions).toEqual(versions.map((_, i) => i + 1))
     }
+  })
+
+  it("group commit: a command whose stored response's key another request holds fails alone, pipelined; the rest of its batch is written", async () => {
+    const pg_store = makePostgresEventStore(db.pool)
+    const ledger = newLedger()
+    let batched_with_taken = 0
+    const writer = makeLedgerWriter(pg_store, {
+      transaction: {
+        appendStreams: pg_store.appendStreamsInTransaction,
+        // As the platform's hook: the responses insert, then more statements, all sent at once.
+        hook: (client, appended) => {
+          const rows = appended.flatMap((c) =>
+            c.context.attachment === undefined ? [] : [c.context.attachment],
+          )
+          if (rows.some((row) => (row as StoredResponse).idempotency_key === "taken"))
+            batched_with_taken = Math.max(batched_with_taken, rows.length)
+          return sentAll([storeResponses(client, rows as Array<StoredResponse>), client.query("select 1")])
+        },
+        commits_in_flight_max: 1,
+      },
+    })
+    await setup(writer, ledger, 2, 1_000n)
+    const stored = (idempotency_key: string): StoredResponse => ({
+      tenant_id: ledger.tenant,
+      environment: ledger.environment,
+      idempotency_key,
+      fingerprint: "this request",
+      response_status: 200,
+      response_body: { idempotency_key },
+    })
+    await db.pool.query(
+      `insert into platform.idempotency_keys
+         (tenant_id, environment, idempotency_key, fingerprint, response_status, response_body)
+       values ($1, $2, 'taken', 'another request', 201, '{}')`,
+      [ledger.tenant, ledger.environment],
+    )
+    const keys = ["k0", "k1", "taken", "k3", "k4"]
+    const outcomes = await Promise.all(
+      keys.map((key, i) =>
+        Effect.runPromiseExit(
+          writer.execute(ledger, createTransfers([transfer(`s${i}`, "w0", "w1", 1n)], 1_700_000_004_000), {
+            ...ctx(),
+            attachment: stored(key),
+          }),
+        ),
+      ),
+    )
+    expect(outcomes.map((exit) => exit._tag)).toEqual(["Success", "Success", "Failure", "Success", "Success"])
+    const taken = outcomes[2]
+    expect(taken?._tag === "Failure" && Cause.hasDies(taken.cause)).toBe(true)
+    expect(taken?._tag === "Failure" && String(Cause.squash(taken.cause))).toContain(
+      "taken by another request",
+    )
+    // It shared a batch with others, which were written again without it.
+    expect(batched_with_taken).toBeGreaterThan(1)
+    const { state } = await foldStream(ledgerStreamId(ledger))
+    expect([...state.transfers.keys()].filter((id) => String(id).startsWith("s")).sort()).toEqual([
+      "s0",
+      "s1",
+      "s3",
+      "s4",
+    ])
+    const rows = await db.pool.query<{ idempotency_key: string; fingerprint: string }>(
+      "select idempotency_key, fingerprint from platform.idempotency_keys where tenant_id = $1 order by idempotency_key",
+      [ledger.tenant],
+    )
+    expect(rows.rows).toEqual([
+      { idempotency_key: "k0", fingerprint: "this request" },
+      { idempotency_key: "k1", fingerprint: "this request" },
+      { idempotency_key: "k3", fingerprint: "this request" },
+      { idempotency_key: "k4", fingerprint: "this request" },
+      { idempotency_key: "taken", fingerprint: "another request" },
+    ])
   })
 
   it("group commit: a hook failing for one command fails only that command; its ledger's other commands and the other ledgers commit", async () => {

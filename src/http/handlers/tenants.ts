@@ -364,7 +364,6 @@ const createKey = (payload: {
         "environment",
       )
     }
-    yield* notRotatedOut(caller, "create keys")
     const scopes = yield* parseScopes(caller, payload.scopes)
     yield* scopesNotHeld(caller, scopes, "The new key would have")
     const name = payload.name === undefined ? null : yield* text(payload.name, "name", textLengths.key_name)
@@ -378,9 +377,11 @@ const createKey = (payload: {
       caller,
       "keys.create",
       request,
+      // Checked once no stored response answers: a retry of a creation made before the calling key
+      // was rotated is still the replay it is.
       (ticket) =>
         Effect.andThen(
-          verifiedFor(caller.tenant_id, environment),
+          Effect.andThen(notRotatedOut(caller, "create keys"), verifiedFor(caller.tenant_id, environment)),
           db(() =>
             inTransaction(pool, async (client) => {
               await client.query(
@@ -456,7 +457,6 @@ const rotateKey = (key_id: string, payload: { grace_period_seconds?: number | un
     }
     // The successor has the rotated key's scopes: the caller must hold them all. A production key
     // is rotated only while the tenant is verified (the key itself stops working otherwise).
-    yield* notRotatedOut(caller, "rotate keys")
     const target = yield* keyScopes(caller, key_id)
     if (target !== undefined) yield* scopesNotHeld(caller, target.scopes, `Key ${key_id} has`)
     const sealer = yield* StoredResponseSealer
@@ -465,22 +465,28 @@ const rotateKey = (key_id: string, payload: { grace_period_seconds?: number | un
       `keys.rotate.${key_id}`,
       // With the calling key, as for a creation: the answer holds the successor's secret.
       { body: payload, caller_key_id: caller.key_id },
+      // As for a creation: a key that rotated itself gets its retry's replay (the successor's secret).
       (ticket) =>
-        Effect.flatMap(verifiedFor(caller.tenant_id, target?.environment), () =>
-          Effect.flatMap(
-            db(() =>
-              inTransaction(platform.pool, async (client) => {
-                const outcome = await rotateStoredKey(client, caller.tenant_id, key_id, grace_ms)
-                if (outcome.kind !== "rotated") return outcome
-                await announceKeyChange(client, { key_id })
-                const body = { new_key: outcome.new_key, old_key: outcome.old_key }
-                if (ticket !== undefined) await storeResponse(client, storedResponse(ticket, 200, body))
-                return body
-              }),
-            ),
-            (answer) =>
-              "kind" in answer ? Effect.fail(rotationRefused(key_id, answer)) : Effect.succeed(answer),
+        Effect.flatMap(
+          Effect.andThen(
+            notRotatedOut(caller, "rotate keys"),
+            verifiedFor(caller.tenant_id, target?.environment),
           ),
+          () =>
+            Effect.flatMap(
+              db(() =>
+                inTransaction(platform.pool, async (client) => {
+                  const outcome = await rotateStoredKey(client, caller.tenant_id, key_id, grace_ms)
+                  if (outcome.kind !== "rotated") return outcome
+                  await announceKeyChange(client, { key_id })
+                  const body = { new_key: outcome.new_key, old_key: outcome.old_key }
+                  if (ticket !== undefined) await storeResponse(client, storedResponse(ticket, 200, body))
+                  return body
+                }),
+              ),
+              (answer) =>
+                "kind" in answer ? Effect.fail(rotationRefused(key_id, answer)) : Effect.succeed(answer),
+            ),
         ),
       sealer,
     )
@@ -499,21 +505,26 @@ const revokeKey = (key_id: string) =>
     if (target !== undefined) yield* scopesNotHeld(caller, target.scopes, `Key ${key_id} has`)
     // A key past its rotation's grace period is over: revoking it would rewrite how it ended (its
     // status "expired" becoming "revoked" after the fact). A revoked key stays as it was revoked.
+    // The revocation and its announcement to the other processes commit together.
     const found = yield* db(() =>
-      platform.pool.query<{ environment: string; expired: boolean }>(
-        `with target as (
-           select key_id, environment, revoked_at is null and coalesce(expires_at <= now(), false) as expired
-             from platform.api_keys where tenant_id = $1 and key_id = $2
-         ), revoked as (
-           update platform.api_keys k set revoked_at = coalesce(k.revoked_at, now())
-             from target t where k.tenant_id = $1 and k.key_id = t.key_id and not t.expired
-         )
-         select environment, expired from target`,
-        [caller.tenant_id, key_id],
-      ),
+      inTransaction(platform.pool, async (client) => {
+        const revoked = await client.query<{ environment: string; expired: boolean; changed: boolean }>(
+          `with target as (
+             select key_id, environment, revoked_at is null and coalesce(expires_at <= now(), false) as expired,
+                    revoked_at is null as active
+               from platform.api_keys where tenant_id = $1 and key_id = $2
+           ), revoked as (
+             update platform.api_keys k set revoked_at = coalesce(k.revoked_at, now())
+               from target t where k.tenant_id = $1 and k.key_id = t.key_id and not t.expired
+           )
+           select environment, expired, active and not expired as changed from target`,
+          [caller.tenant_id, key_id],
+        )
+        if (revoked.rows[0]?.changed === true) await announceKeyChange(client, { key_id })
+        return revoked
+      }),
     )
     platform.keys.forget(key_id)
-    yield* db(() => announceKeyChange(platform.pool, { key_id }))
     const target_row = found.rows[0]
     const environment = target_row?.environment as Environment | undefined
     if (environment === undefined) return yield* notFound("api_key", key_id, "key_id")
