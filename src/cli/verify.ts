@@ -102,6 +102,13 @@ class Verifier {
       this.hash_at_head.set(event.stream_id, event.hash)
     }
     const is_ledger = ledgerTypes.has(event.event_type)
+    // A ledger's stream holds ledger events only; one that began otherwise is never folded, so a
+    // ledger event in it would pass unchecked.
+    if (!is_ledger && event.stream_id.startsWith("ledger-")) {
+      this.report(event, `event type ${event.event_type} is not a ledger event, in a ledger's stream`)
+    } else if (is_ledger && stream !== undefined && !stream.is_ledger) {
+      this.report(event, `ledger event ${event.event_type} in a stream that did not begin as a ledger`)
+    }
     const ledger = stream === undefined ? (is_ledger ? initialState : undefined) : stream.ledger
     const next: StreamCheck = stream ?? { version, last_hash, last_event: event, ledger, is_ledger }
     next.version = event.stream_version

@@ -552,6 +552,21 @@ describe("ledger CLI", () => {
     expect((await runCli(["verify"])).code).toBe(0)
   })
 
+  it("verify exits 1 for an event that is no ledger event in a ledger's stream", async () => {
+    const own = await freshDatabase()
+    const ownStore = makePostgresEventStore(own.pool)
+    try {
+      // Hash-chained like any append: only its type is out of place.
+      await Effect.runPromise(ownStore.append("ledger-intruded-sandbox", "no_stream", newEvents("odd", 1)))
+      const result = await runCli(["verify"], { DATABASE_URL: own.url })
+      expect(result.code).toBe(1)
+      expect(result.stdout).toMatch(/is not a ledger event, in a ledger's stream/)
+    } finally {
+      await Effect.runPromise(ownStore.close)
+      await own.drop()
+    }
+  })
+
   it("verify exits 1 and names the one event whose data was tampered with", async () => {
     const victim = (await Effect.runPromise(store.readStream(production.stream_id))).find(
       (e) => e.event_type === "TransferCreated" && e.stream_version > 40,
