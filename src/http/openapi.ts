@@ -77,7 +77,7 @@ const errorDescriptions: Readonly<Record<string, string>> = {
     "`api_key_expired`, `duplicate_credentials`); carries `WWW-Authenticate: Bearer`.",
   "403":
     "The key lacks the scope or the environment (`insufficient_scope`, `scope_not_held`, `sandbox_only`, " +
-    "`tenant_not_verified`), or was rotated out and manages no keys (`api_key_rotated_out`).",
+    "`tenant_not_verified`, `production_key_required`), or was rotated out and manages no keys (`api_key_rotated_out`).",
   "404": "No such resource for this tenant and environment (another tenant's resources included).",
   "409":
     "Idempotency or state conflict (`idempotency_key_reused`, `email_taken`, `identity_already_linked`...).",

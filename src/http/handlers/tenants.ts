@@ -287,6 +287,31 @@ const verifiedFor = (tenant_id: string, environment: string | undefined) =>
       )
     : Effect.void
 
+/**
+ * Production keys are managed with a production key once the tenant has one that works: a sandbox
+ * key (in a test suite, a CI job) that leaks must not reach production. The first production key
+ * can only come from a sandbox key, so it may be created by one.
+ */
+const productionFromProduction = (caller: Caller, environment: string | undefined, what: string) =>
+  environment !== "production" || caller.environment === "production"
+    ? Effect.void
+    : Effect.gen(function* () {
+        const { pool } = yield* Platform
+        const found = yield* db(() =>
+          pool.query<{ live: boolean }>(
+            `select exists (select 1 from platform.api_keys
+                             where tenant_id = $1 and environment = 'production' and revoked_at is null
+                               and (expires_at is null or expires_at > now())) as live`,
+            [caller.tenant_id],
+          ),
+        )
+        if (found.rows[0]?.live !== true) return
+        return yield* forbidden(
+          "production_key_required",
+          `A sandbox key cannot ${what} once the tenant has a production key: use a production key (sk_live_...) with keys:manage.`,
+        )
+      })
+
 /** A key grants only scopes it holds itself: a limited key cannot mint (or rotate into) a stronger one. */
 const scopesNotHeld = (caller: Caller, scopes: ReadonlyArray<ApiScope>, what: string) => {
   const missing = scopes.filter((scope) => !caller.scopes.includes(scope))
@@ -381,7 +406,10 @@ const createKey = (payload: {
       // was rotated is still the replay it is.
       (ticket) =>
         Effect.andThen(
-          Effect.andThen(notRotatedOut(caller, "create keys"), verifiedFor(caller.tenant_id, environment)),
+          Effect.andThen(
+            Effect.andThen(notRotatedOut(caller, "create keys"), verifiedFor(caller.tenant_id, environment)),
+            productionFromProduction(caller, environment, "create production keys"),
+          ),
           db(() =>
             inTransaction(pool, async (client) => {
               await client.query(
@@ -469,8 +497,11 @@ const rotateKey = (key_id: string, payload: { grace_period_seconds?: number | un
       (ticket) =>
         Effect.flatMap(
           Effect.andThen(
-            notRotatedOut(caller, "rotate keys"),
-            verifiedFor(caller.tenant_id, target?.environment),
+            Effect.andThen(
+              notRotatedOut(caller, "rotate keys"),
+              verifiedFor(caller.tenant_id, target?.environment),
+            ),
+            productionFromProduction(caller, target?.environment, "rotate production keys"),
           ),
           () =>
             Effect.flatMap(
@@ -503,6 +534,7 @@ const revokeKey = (key_id: string) =>
     // As for rotation: a limited key may not revoke a stronger one (the tenant's own full key).
     const target = yield* keyScopes(caller, key_id)
     if (target !== undefined) yield* scopesNotHeld(caller, target.scopes, `Key ${key_id} has`)
+    yield* productionFromProduction(caller, target?.environment, "revoke production keys")
     // A key past its rotation's grace period is over: revoking it would rewrite how it ended (its
     // status "expired" becoming "revoked" after the fact). A revoked key stays as it was revoked.
     // The revocation and its announcement to the other processes commit together.
