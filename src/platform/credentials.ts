@@ -222,6 +222,11 @@ interface AuthRow {
   kyc_status: string
   expires_at: Date | null
   revoked_at: Date | null
+  /**
+   * The expiry on this process's clock: the database's `now()` set `expires_at`, so what is left of
+   * it is measured by the database at the lookup and counted on from the lookup's own time here.
+   */
+  expires_local_ms: number | null
 }
 
 export type AuthOutcome =
@@ -261,14 +266,22 @@ export const makeKeyAuthenticator = (pool: pg.Pool) => {
   }
   const read = async (digest: string, now_ms: number) => {
     const epoch = forgotten
-    const found = await pool.query<AuthRow>(
+    const found = await pool.query<Omit<AuthRow, "expires_local_ms"> & { expires_in_ms: number | null }>(
       `select k.key_id, k.tenant_id, k.environment, k.scopes, t.plan, t.custody_index, t.kyc_status,
-              k.expires_at, k.revoked_at
+              k.expires_at, k.revoked_at,
+              (extract(epoch from k.expires_at - now()) * 1000)::float8 as expires_in_ms
          from platform.api_keys k join platform.tenants t using (tenant_id)
         where k.secret_sha256 = $1`,
       [Buffer.from(digest, "base64")],
     )
-    const row = found.rows[0]
+    const answer = found.rows[0]
+    const row: AuthRow | undefined =
+      answer === undefined
+        ? undefined
+        : {
+            ...answer,
+            expires_local_ms: answer.expires_in_ms === null ? null : now_ms + answer.expires_in_ms,
+          }
     if (epoch !== forgotten) return row
     if (row === undefined) {
       if (unknown.size >= 10_000) unknown.clear()
@@ -284,7 +297,7 @@ export const makeKeyAuthenticator = (pool: pg.Pool) => {
     if (row === undefined) return { kind: "unknown_key" }
     if (row.tenant_id !== tenant_id) return { kind: "tenant_mismatch" }
     if (row.revoked_at !== null) return { kind: "revoked" }
-    if (row.expires_at !== null && row.expires_at.getTime() <= now_ms) return { kind: "expired" }
+    if (row.expires_local_ms !== null && row.expires_local_ms <= now_ms) return { kind: "expired" }
     // A production key works only while its tenant is verified: a later rejection suspends it.
     if (row.environment === "production" && row.kyc_status !== "verified")
       return { kind: "tenant_not_verified" }

@@ -1,7 +1,8 @@
 // Proves the key authenticator's cache on the embedded PostgreSQL: a key found valid stays "known"
 // (checked again without the refused-keys budget) however many guesses are cached and dropped
 // meanwhile; a revoked or expired key, or a guess, is never known; a read that began before a
-// revocation is shared with no request after it, and what it saw is not cached.
+// revocation is shared with no request after it, and what it saw is not cached; a grace period runs
+// on the database's clock.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { insertKey, key_cache_ttl_ms, makeKeyAuthenticator } from "../../src/platform/credentials.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
@@ -96,5 +97,22 @@ describe("makeKeyAuthenticator", () => {
     expect((await in_flight).kind).toBe("ok")
     expect(keys.authenticateCached(key.api_key, tenant_id, now_ms)?.kind).toBe("revoked")
     expect((await keys.authenticate(key.api_key, tenant_id, now_ms)).kind).toBe("revoked")
+  })
+  it("counts a rotated key's grace period on the database's clock, whatever this process's says", async () => {
+    const keys = makeKeyAuthenticator(db.pool)
+    const lasting = await newKey()
+    const lapsed = await newKey()
+    await db.pool.query(
+      "update platform.api_keys set expires_at = now() + interval '30 seconds' where key_id = $1",
+      [lasting.key_id],
+    )
+    await db.pool.query(
+      "update platform.api_keys set expires_at = now() - interval '1 second' where key_id = $1",
+      [lapsed.key_id],
+    )
+    // This process's clock ten minutes ahead of the database's: the key still has its 30 seconds.
+    expect((await keys.authenticate(lasting.api_key, tenant_id, Date.now() + 600_000)).kind).toBe("ok")
+    // Ten minutes behind: a grace period over on the database's clock is over.
+    expect((await keys.authenticate(lapsed.api_key, tenant_id, Date.now() - 600_000)).kind).toBe("expired")
   })
 })
