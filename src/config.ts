@@ -15,6 +15,8 @@ export interface PlatformConfig {
   readonly logLevel: LogLevel
   /** How long a payment to an unlinked identifier waits before its funds are released. */
   readonly pendingPaymentExpiryMs: number
+  /** Proxies in front of the platform whose `X-Forwarded-For` entries name the client (0: none). */
+  readonly trustedProxyHops: number
   /** First webhook retry delay; it doubles per failure (capped at 6 h). Tests shorten it. */
   readonly webhookRetryBaseMs: number
   /** Between two scheduled reconciliations of ledger liabilities with on-chain custody balances. */
@@ -154,6 +156,10 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): PlatformConfig
     logLevel: logLevel as LogLevel,
     pendingPaymentExpiryMs:
       positiveInteger(env, "PAYMENT_PENDING_EXPIRY_SECONDS", 7 * 24 * 3600, 365 * 24 * 3600) * 1000,
+    trustedProxyHops:
+      env.TRUSTED_PROXY_HOPS === undefined || env.TRUSTED_PROXY_HOPS === "0"
+        ? 0
+        : positiveInteger(env, "TRUSTED_PROXY_HOPS", 0, 10),
     webhookRetryBaseMs: positiveInteger(env, "WEBHOOK_RETRY_BASE_MS", 30_000, 3_600_000),
     reconciliationIntervalMs: positiveInteger(env, "RECONCILIATION_INTERVAL_SECONDS", 60, 86_400) * 1000,
     settlementSweepIntervalMs: positiveInteger(env, "SETTLEMENT_SWEEP_INTERVAL_SECONDS", 5, 86_400) * 1000,

@@ -487,7 +487,10 @@ const PlatformLive = Layer.effect(
       wallets: makeWalletReader(pool),
       parties: makePartyResolver(pool),
       enqueue: enqueueOutbox,
-      settings: { pending_payment_expiry_ms: config.pendingPaymentExpiryMs },
+      settings: {
+        pending_payment_expiry_ms: config.pendingPaymentExpiryMs,
+        trusted_proxy_hops: config.trustedProxyHops,
+      },
       redeliver: (scope, delivery_id) => redeliver(pool, engine.boss, scope, delivery_id),
       background: (effect) => Effect.asVoid(FiberSet.run(background, effect)),
     }

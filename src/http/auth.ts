@@ -10,6 +10,7 @@ import { HttpServerRequest } from "effect/http"
 import { rateLimits } from "../../domain/platform/scopes.ts"
 import { Platform } from "../platform/service.ts"
 import { Authentication, CurrentCaller, RequiredScope } from "./api.ts"
+import { clientAddress } from "./client-address.ts"
 import { ApiError, PendingRefusal } from "./errors.ts"
 
 /** Refused authentications allowed per client address and second (burst twice that). */
@@ -94,7 +95,8 @@ export const AuthenticationLive = Layer.effect(
           // address whose keys keep failing (guessing, or a broken integration) is stopped first.
           let outcome = platform.keys.authenticateCached(api_key, tenant_id, now_ms)
           // Built only off the hot path (a cached valid key needs no address budget).
-          const failures = () => `auth-failures:${request.remoteAddress ?? "unknown"}`
+          const failures = () =>
+            `auth-failures:${clientAddress(request, platform.settings.trusted_proxy_hops)}`
           if (outcome === undefined && platform.keys.knownKey(api_key, tenant_id, now_ms)) {
             // Another request with this key is being looked up, and its answer is this one's; or
             // the key was this tenant's when last looked up: a key in use is checked again each

@@ -20,9 +20,14 @@ export type Custody = Pick<VaultCustody, "addressFor">
 export interface PlatformSettings {
   /** How long a payment to an unlinked identifier waits for it before it is released. */
   readonly pending_payment_expiry_ms: number
+  /** `TRUSTED_PROXY_HOPS`: see src/http/client-address.ts. */
+  readonly trusted_proxy_hops: number
 }
 
-export const defaultSettings: PlatformSettings = { pending_payment_expiry_ms: 7 * 24 * 3_600_000 }
+export const defaultSettings: PlatformSettings = {
+  pending_payment_expiry_ms: 7 * 24 * 3_600_000,
+  trusted_proxy_hops: 0,
+}
 
 export interface PlatformDeps {
   readonly pool: pg.Pool

@@ -5,6 +5,15 @@ import { describe, expect, it } from "vitest"
 import { ConfigError, readConfig } from "../../src/config.ts"
 
 describe("readConfig", () => {
+  it("reads TRUSTED_PROXY_HOPS as 0 to 10 proxies, 0 when unset", () => {
+    expect(readConfig({}).trustedProxyHops).toBe(0)
+    expect(readConfig({ TRUSTED_PROXY_HOPS: "0" }).trustedProxyHops).toBe(0)
+    expect(readConfig({ TRUSTED_PROXY_HOPS: "2" }).trustedProxyHops).toBe(2)
+    for (const bad of ["11", "-1", "one", "1.5"]) {
+      expect(() => readConfig({ TRUSTED_PROXY_HOPS: bad })).toThrow(ConfigError)
+    }
+  })
+
   it("reads an empty DATA_DIR or DATABASE_URL as unset", () => {
     const config = readConfig({ DATA_DIR: "", DATABASE_URL: "" })
     expect(config.dataDir).toBe(path.resolve("./.data"))

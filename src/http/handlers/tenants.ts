@@ -32,6 +32,7 @@ import { idPrefixes, newId } from "../../platform/ids.ts"
 import { hashPassword } from "../../platform/passwords.ts"
 import { Platform } from "../../platform/service.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
+import { clientAddress } from "../client-address.ts"
 import { ApiError, badRequest, conflict, forbidden, notFound } from "../errors.ts"
 import { idempotent, StoredResponseSealer, storeAfterwards, storedResponse } from "../idempotency.ts"
 import { textLengths, verification_documents_max } from "../limits.ts"
@@ -84,7 +85,7 @@ const register = (payload: { email: string; password: string; company_name: stri
   Effect.gen(function* () {
     const platform = yield* Platform
     const request = yield* HttpServerRequest.HttpServerRequest
-    const address = request.remoteAddress ?? "unknown"
+    const address = clientAddress(request, platform.settings.trusted_proxy_hops)
     const admitted = platform.limiter.admit(
       [{ key: `register:${address}`, rate_per_s: registration_rate_per_s }],
       Date.now(),
