@@ -3,13 +3,13 @@
  * with what the tenant's custody addresses hold on chain (domain/chains/reconciliation.ts), stores the
  * latest report per group and hands every report to `onReport` (the composition root logs drift).
  *
- * Reading order matters because nothing freezes the chain while the ledger is read. The ledger side
- * (after the projection caught up with the ledger's head), the outgoing transfers it still reserves,
- * the deposits seen but not credited, and the platform's own transfers into the tenant's custody
- * addresses that no deposit row holds yet (between two custody wallets the money is on the
- * recipient's address before the watcher sees it) are read first; the chain after. A transfer mined and
- * settled in between was still reserved when the ledger was read, so it counts as in flight; a deposit
- * credited in between was still `seen`. What can slip through is money that moved on chain after the
+ * Reading order matters because nothing freezes the chain while the ledger is read. The money in
+ * flight is read first: the outgoing transfers signed and not settled, the deposits seen but not
+ * credited, and the platform's own transfers into the tenant's custody addresses that no deposit row
+ * holds yet (between two custody wallets the money is on the recipient's address before the watcher
+ * sees it). Then the ledger side (after the projection caught up with the ledger's head), then the
+ * chain. A transfer settled or a deposit credited between the first two reads is counted in both
+ * (it only widens the tolerance), never in neither. What can slip through is money that moved on chain after the
  * ledger read without the platform knowing yet (a deposit mined in that instant): a group found
  * drifting is therefore read again after `recheck_delay_ms`, and only drift found twice is reported.
  *
@@ -119,15 +119,8 @@ const outside_kinds = new Set(["world", "chain_custody"])
 
 /** The ledger side of one group, read before the chain (see the module comment). */
 const readLedgerSide = async (pool: pg.Pool, tenant_id: string, environment: Environment, asset: Asset) => {
-  const stream_id = ledgerStreamId(ledgerOf(tenant_id, environment))
-  await waitForStreamHead(pool, stream_id, projection_wait_ms)
-  const accounts = await pool.query<LedgerRow>(
-    `select account_id, kind, user_data, (credits_posted - debits_posted)::text as posted
-       from read_model.ledger_accounts
-      where stream_id = $1 and asset_code = $2
-      order by account_id`,
-    [stream_id, asset.code],
-  )
+  // The money in flight first, the ledger after: a deposit credited or a transfer settled between
+  // the two reads is then counted twice (a wider tolerance), never in neither (a false drift).
   // Deposits seen, not yet final; and the platform's own transfers into this tenant's custody
   // addresses (from any tenant's wallet) that the watcher has not even seen yet: on chain the money
   // may already be here while no ledger entry of this tenant holds it.
@@ -157,6 +150,15 @@ const readLedgerSide = async (pool: pg.Pool, tenant_id: string, environment: Env
       where tenant_id = $1 and environment = $2 and chain = $3 and token = $4
         and status = 'pending' and tx_hash is not null`,
     [tenant_id, environment, asset.chain, asset.code],
+  )
+  const stream_id = ledgerStreamId(ledgerOf(tenant_id, environment))
+  await waitForStreamHead(pool, stream_id, projection_wait_ms)
+  const accounts = await pool.query<LedgerRow>(
+    `select account_id, kind, user_data, (credits_posted - debits_posted)::text as posted
+       from read_model.ledger_accounts
+      where stream_id = $1 and asset_code = $2
+      order by account_id`,
+    [stream_id, asset.code],
   )
   const pending_outgoing = BigInt(outgoing.rows[0]?.amount ?? "0")
   let ledger_balance = 0n
