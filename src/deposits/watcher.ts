@@ -393,12 +393,14 @@ export function startDepositWatcher(
         order by judged_at nulls first, block_number, log_index limit $4`,
       [watched.environment, watched.chain, deepest.toString(), judge_rows_max],
     )
+    const rows = found.rows.map(fromDb)
+    await db.query(
+      "update platform.chain_deposits set judged_at = now() where deposit_id = any($1::text[])",
+      [rows.map((row) => row.deposit_id)],
+    )
     let credited = 0
     let orphaned = 0
-    for (const row of found.rows.map(fromDb)) {
-      await db.query("update platform.chain_deposits set judged_at = now() where deposit_id = $1", [
-        row.deposit_id,
-      ])
+    for (const row of rows) {
       // A status the node cannot give now holds up no other row; the row is judged again later.
       const status = await run(watched.adapter.transactionStatus(row.tx_hash, row.log_index)).catch(
         (error: unknown) => {

@@ -15,6 +15,7 @@ import type {
   Webhook,
 } from "../../src/http/api.ts"
 import { expectError, expectOk, requestIdOf } from "../support/api-expect.ts"
+import { createWallet } from "../support/api-fixtures.ts"
 import {
   type ApiClient,
   type ApiResponse,
@@ -61,9 +62,6 @@ const rawExchange = (request: string) =>
     })
     socket.write(request)
   })
-
-const createWallet = async (api: ApiClient, chain: string, external_id: string) =>
-  expectOk(await api.post<WalletView>("/api/v1/wallets", { external_id, label: external_id, chain }), 201)
 
 const fund = async (api: ApiClient, wallet_id: string, amount: string) =>
   expectOk(await api.post<BalanceView>("/api/v1/sandbox/faucet", { wallet_id, token: "USDC", amount }))

@@ -32,6 +32,7 @@ import type {
   Wallet,
 } from "../../src/http/api.ts"
 import { expectOk } from "../support/api-expect.ts"
+import { createWallet } from "../support/api-fixtures.ts"
 import {
   type ApiClient,
   type RunningPlatform,
@@ -135,17 +136,8 @@ beforeAll(async () => {
   const chains = expectOk(await client.get<{ data: ReadonlyArray<typeof ChainInfo.Type> }>("/api/v2/chains"))
   const ethereum = chains.data.find((chain) => chain.chain === "ethereum")
   usdc = ethereum?.tokens.find((token) => token.token === "USDC")?.contract_address as Address
-  const wallet = async (external_id: string) =>
-    expectOk(
-      await client.post<typeof Wallet.Type>("/api/v1/wallets", {
-        external_id,
-        label: external_id,
-        chain: "ethereum",
-      }),
-      201,
-    )
-  payer = await wallet("payer")
-  payee = await wallet("payee")
+  payer = await createWallet(client, "ethereum", "payer")
+  payee = await createWallet(client, "ethereum", "payee")
 })
 
 afterAll(async () => {

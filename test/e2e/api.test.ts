@@ -11,6 +11,7 @@ import { ledgerStreamId } from "../../domain/ledger/events.ts"
 import { verifySignature } from "../../domain/webhooks/signature.ts"
 import type { Balance, Identity, Transaction, Wallet, Webhook, WebhookDelivery } from "../../src/http/api.ts"
 import { type ErrorBody, expectError, expectOk } from "../support/api-expect.ts"
+import { createWallet } from "../support/api-fixtures.ts"
 import {
   type ApiClient,
   type RunningPlatform,
@@ -79,9 +80,6 @@ afterAll(async () => {
 })
 
 // --- helpers ----------------------------------------------------------------------------------
-
-const createWallet = async (api: ApiClient, chain: string, external_id: string) =>
-  expectOk(await api.post<WalletView>("/api/v1/wallets", { external_id, label: external_id, chain }), 201)
 
 const fund = async (api: ApiClient, wallet_id: string, amount: string, token = "USDC") =>
   expectOk(await api.post<BalanceView>("/api/v1/sandbox/faucet", { wallet_id, token, amount }))

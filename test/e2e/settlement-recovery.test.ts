@@ -8,12 +8,13 @@ import { Effect, Result } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { makePostgresEventStore } from "../../adapters/eventstore/postgres/event-store.ts"
 import type { JsonObject } from "../../domain/webhooks/events.ts"
-import type { Balance, Transaction, Wallet } from "../../src/http/api.ts"
+import type { Balance, Transaction } from "../../src/http/api.ts"
 import { composeHooks, makeLedgerWriter } from "../../src/ledger/writer.ts"
 import { ledgerHook } from "../../src/platform/payments.ts"
 import { postSettlement } from "../../src/platform/settlement.ts"
 import { enqueueSubscribedEvents } from "../../src/webhooks/store.ts"
 import { expectOk } from "../support/api-expect.ts"
+import { createWallet } from "../support/api-fixtures.ts"
 import {
   type ApiClient,
   type RunningPlatform,
@@ -39,15 +40,7 @@ afterAll(async () => {
   await platform?.stop()
 })
 
-const wallet = async (external_id: string) =>
-  expectOk(
-    await client.post<typeof Wallet.Type>("/api/v1/wallets", {
-      external_id,
-      label: external_id,
-      chain: "ethereum",
-    }),
-    201,
-  ).wallet_id
+const wallet = async (external_id: string) => (await createWallet(client, "ethereum", external_id)).wallet_id
 const usdc = async (wallet_id: string) =>
   expectOk(await client.get<typeof Balance.Type>(`/api/v1/wallets/${wallet_id}/balance`)).tokens.find(
     (token) => token.token === "USDC",

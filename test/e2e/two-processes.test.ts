@@ -8,6 +8,7 @@ import { randomBytes } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { Balance, Transaction, Wallet } from "../../src/http/api.ts"
 import { expectError, expectOk } from "../support/api-expect.ts"
+import { createWallet } from "../support/api-fixtures.ts"
 import {
   type ApiClient,
   apiClient,
@@ -146,14 +147,7 @@ describe("a payment whose key another request stores while the payment is being 
   it("is rolled back and answered 409; a payment batched with it commits", async () => {
     const { client, credentials } = await registerTenant(first.url)
     const wallet = async (external_id: string) =>
-      expectOk(
-        await client.post<typeof Wallet.Type>("/api/v1/wallets", {
-          external_id,
-          label: external_id,
-          chain: "ethereum",
-        }),
-        201,
-      ).wallet_id
+      (await createWallet(client, "ethereum", external_id)).wallet_id
     const payer = await wallet("payer")
     const payee = await wallet("payee")
     expectOk(await client.post("/api/v1/sandbox/faucet", { wallet_id: payer, token: "USDC", amount: "100" }))

@@ -374,6 +374,17 @@ const notRotatedOut = (caller: Caller, what: string) =>
         ),
       )
 
+/**
+ * What a key must pass to issue a key of `environment` (creating or rotating one), checked once no
+ * stored response answers the request: not rotated out, a verified tenant for production, and a
+ * production key for production once the tenant has one.
+ */
+const mayIssueKeys = (caller: Caller, environment: string | undefined, verb: "create" | "rotate") =>
+  Effect.andThen(
+    Effect.andThen(notRotatedOut(caller, `${verb} keys`), verifiedFor(caller.tenant_id, environment)),
+    productionFromProduction(caller, environment, `${verb} production keys`),
+  )
+
 const createKey = (payload: {
   environment?: string | undefined
   scopes?: ReadonlyArray<string> | undefined
@@ -407,10 +418,7 @@ const createKey = (payload: {
       // was rotated is still the replay it is.
       (ticket) =>
         Effect.andThen(
-          Effect.andThen(
-            Effect.andThen(notRotatedOut(caller, "create keys"), verifiedFor(caller.tenant_id, environment)),
-            productionFromProduction(caller, environment, "create production keys"),
-          ),
+          mayIssueKeys(caller, environment, "create"),
           db(() =>
             inTransaction(pool, async (client) => {
               await client.query(
@@ -496,29 +504,21 @@ const rotateKey = (key_id: string, payload: { grace_period_seconds?: number | un
       { body: payload, caller_key_id: caller.key_id },
       // As for a creation: a key that rotated itself gets its retry's replay (the successor's secret).
       (ticket) =>
-        Effect.flatMap(
-          Effect.andThen(
-            Effect.andThen(
-              notRotatedOut(caller, "rotate keys"),
-              verifiedFor(caller.tenant_id, target?.environment),
+        Effect.flatMap(mayIssueKeys(caller, target?.environment, "rotate"), () =>
+          Effect.flatMap(
+            db(() =>
+              inTransaction(platform.pool, async (client) => {
+                const outcome = await rotateStoredKey(client, caller.tenant_id, key_id, grace_ms)
+                if (outcome.kind !== "rotated") return outcome
+                await announceKeyChange(client, { key_id })
+                const body = { new_key: outcome.new_key, old_key: outcome.old_key }
+                if (ticket !== undefined) await storeResponse(client, storedResponse(ticket, 200, body))
+                return body
+              }),
             ),
-            productionFromProduction(caller, target?.environment, "rotate production keys"),
+            (answer) =>
+              "kind" in answer ? Effect.fail(rotationRefused(key_id, answer)) : Effect.succeed(answer),
           ),
-          () =>
-            Effect.flatMap(
-              db(() =>
-                inTransaction(platform.pool, async (client) => {
-                  const outcome = await rotateStoredKey(client, caller.tenant_id, key_id, grace_ms)
-                  if (outcome.kind !== "rotated") return outcome
-                  await announceKeyChange(client, { key_id })
-                  const body = { new_key: outcome.new_key, old_key: outcome.old_key }
-                  if (ticket !== undefined) await storeResponse(client, storedResponse(ticket, 200, body))
-                  return body
-                }),
-              ),
-              (answer) =>
-                "kind" in answer ? Effect.fail(rotationRefused(key_id, answer)) : Effect.succeed(answer),
-            ),
         ),
       sealer,
     )
