@@ -57,6 +57,17 @@ const minedStatus = async (tx_hash: string): Promise<TransactionStatus> => {
   }
 }
 
+/** The receipt once the node has one (its instant block may not be sealed yet), within five seconds. */
+const receiptOf = async <R>(tx_hash: Hex): Promise<R> => {
+  const deadline = Date.now() + mined_wait_ms_max
+  for (;;) {
+    const receipt = (await node.rpc("eth_getTransactionReceipt", [tx_hash])) as R | null
+    if (receipt !== null) return receipt
+    if (Date.now() > deadline) throw new Error(`no receipt for ${tx_hash} within ${mined_wait_ms_max} ms`)
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+}
+
 /** Signs and broadcasts a transfer and returns its status once mined (instant mining). */
 const transfer = async (from: typeof alice, to: Address, amount: bigint, asset: ChainAsset = token) => {
   const signed = await run(adapter.signTransfer(from.key, { asset, to, amount }))
@@ -197,7 +208,7 @@ describe("a transfer", () => {
     const deployed = (await node.rpc("eth_sendTransaction", [
       { from: issuer.address, data: "0x6460206000f36000526005601bf3" },
     ])) as Hex
-    const receipt = (await node.rpc("eth_getTransactionReceipt", [deployed])) as { contractAddress: Address }
+    const receipt = await receiptOf<{ contractAddress: Address }>(deployed)
     const liar: ChainAsset = { kind: "token", contract: receipt.contractAddress }
     const signed = await run(adapter.signTransfer(alice.key, { asset: liar, to: carol.address, amount: 7n }))
     await run(adapter.broadcast(signed.raw))
