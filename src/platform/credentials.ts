@@ -233,8 +233,25 @@ export type AuthOutcome =
   | { readonly kind: "ok"; readonly caller: Caller }
   | { readonly kind: "unknown_key" | "revoked" | "expired" | "tenant_mismatch" | "tenant_not_verified" }
 
-/** Looks up API keys by their hash, with a short cache; `forget` drops a key at once. */
-export const makeKeyAuthenticator = (pool: pg.Pool) => {
+/**
+ * Sets `key` as the newest entry of `map`; a full map first lets go of its oldest (insertion order:
+ * an entry set again moves to the end), so a burst of new entries never drops every entry at once.
+ */
+const remember = <V>(map: Map<string, V>, key: string, value: V, entries_max: number) => {
+  map.delete(key)
+  if (map.size >= entries_max) {
+    const oldest = map.keys().next()
+    if (oldest.done !== true) map.delete(oldest.value)
+  }
+  map.set(key, value)
+}
+
+/**
+ * Looks up API keys by their hash, with a short cache; `forget` drops a key at once. Each of the two
+ * caches holds `entries_max` entries (10,000), the least recently looked up let go first.
+ */
+export const makeKeyAuthenticator = (pool: pg.Pool, options: { readonly entries_max?: number } = {}) => {
+  const entries_max = options.entries_max ?? 10_000
   // Keys found, and digests that named no key, apart: guesses filling the second (and clearing it)
   // never evict the first, which tells a key in use from a guess (`knownKey`).
   const cache = new Map<string, { readonly row: AuthRow; readonly cached_ms: number }>()
@@ -284,12 +301,10 @@ export const makeKeyAuthenticator = (pool: pg.Pool) => {
           }
     if (epoch !== forgotten) return row
     if (row === undefined) {
-      if (unknown.size >= 10_000) unknown.clear()
-      unknown.set(digest, now_ms)
+      remember(unknown, digest, now_ms, entries_max)
     } else {
-      if (cache.size >= 10_000) cache.clear()
       unknown.delete(digest)
-      cache.set(digest, { row, cached_ms: now_ms })
+      remember(cache, digest, { row, cached_ms: now_ms }, entries_max)
     }
     return row
   }

@@ -1,6 +1,6 @@
 // Proves the key authenticator's cache on the embedded PostgreSQL: a key found valid stays "known"
 // (checked again without the refused-keys budget) however many guesses are cached and dropped
-// meanwhile; a revoked or expired key, or a guess, is never known; a read that began before a
+// meanwhile, and a full cache lets go of its least recently looked-up key only; a revoked or expired key, or a guess, is never known; a read that began before a
 // revocation is shared with no request after it, and what it saw is not cached; a grace period runs
 // on the database's clock.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -27,13 +27,13 @@ const newKey = () =>
 
 describe("makeKeyAuthenticator", () => {
   it("keeps a valid key known through more guesses than the cache holds, for its own tenant only", async () => {
-    const keys = makeKeyAuthenticator(db.pool)
+    const keys = makeKeyAuthenticator(db.pool, { entries_max: 100 })
     const valid = await newKey()
     const now_ms = Date.now()
     expect(keys.knownKey(valid.api_key, tenant_id, now_ms)).toBe(false)
     expect((await keys.authenticate(valid.api_key, tenant_id, now_ms)).kind).toBe("ok")
-    // 10,001 guesses: their cache fills and is cleared (it cleared every entry, the valid key's too).
-    for (let i = 0; i <= 10_000; i++) {
+    // 201 guesses: their cache fills and lets go of its oldest, twice over.
+    for (let i = 0; i <= 200; i++) {
       expect((await keys.authenticate(`sk_sandbox_guess_${i}`, tenant_id, now_ms)).kind).toBe("unknown_key")
     }
     const stale_ms = now_ms + key_cache_ttl_ms
@@ -41,7 +41,25 @@ describe("makeKeyAuthenticator", () => {
     expect(keys.knownKey(valid.api_key, tenant_id, stale_ms)).toBe(true)
     expect(keys.knownKey(valid.api_key, "ten_other", stale_ms)).toBe(false)
     expect(keys.knownKey("sk_sandbox_guess_1", tenant_id, stale_ms)).toBe(false)
-  }, 120_000)
+  })
+
+  it("lets go of the least recently looked-up key when full, not of every key", async () => {
+    const keys = makeKeyAuthenticator(db.pool, { entries_max: 3 })
+    const [a, b, c, d] = [await newKey(), await newKey(), await newKey(), await newKey()]
+    const now_ms = Date.now()
+    for (const key of [a, b, c])
+      expect((await keys.authenticate(key.api_key, tenant_id, now_ms)).kind).toBe("ok")
+    // A looked up again (a new read, once its entry is stale) is the newest; B is now the oldest.
+    const later_ms = now_ms + key_cache_ttl_ms
+    expect((await keys.authenticate(a.api_key, tenant_id, later_ms)).kind).toBe("ok")
+    expect((await keys.authenticate(d.api_key, tenant_id, later_ms)).kind).toBe("ok")
+    const cachedKind = (key: { api_key: string }) =>
+      keys.authenticateCached(key.api_key, tenant_id, later_ms)?.kind
+    expect([a, b, c, d].map(cachedKind)).toEqual(["ok", undefined, undefined, "ok"])
+    // C's entry is stale but kept (its known-key standing with it); B's is gone.
+    expect(keys.knownKey(c.api_key, tenant_id, later_ms)).toBe(true)
+    expect(keys.knownKey(b.api_key, tenant_id, later_ms)).toBe(false)
+  })
 
   it("does not count a revoked or expired key as known", async () => {
     const keys = makeKeyAuthenticator(db.pool)
