@@ -418,14 +418,27 @@ const holdAttempt = async (
     return "held"
   })
 
-/** A pending delivery whose endpoint was deleted ends as failed, without a request. */
-const failOrphan = async (pool: pg.Pool, job: DeliveryJob): Promise<DeliveryResult> => {
+/**
+ * A pending delivery whose endpoint was deleted or disabled ends as failed, without a request. An
+ * attempt another job is sending now (a redelivery racing it) is left to record itself first:
+ * this job waits for that claim as `awaitClaim` does, and its next attempt then fails here.
+ */
+const failOrphan = async (
+  pool: pg.Pool,
+  boss: PgBoss,
+  job: DeliveryJob,
+  job_id: string,
+  claim_lifetime_s: number,
+): Promise<DeliveryResult> => {
   const result = await pool.query(
     `update platform.webhook_deliveries set status = 'failed', next_attempt_at = null, updated_at = now()
-     where delivery_id = $1 and status = 'pending' and attempt_count = $2 - 1`,
-    [job.delivery_id, job.attempt],
+     where delivery_id = $1 and status = 'pending' and attempt_count = $2 - 1
+       and not (claim_attempt is not distinct from $2 and claim_job_id is distinct from $3
+                and claimed_at >= now() - make_interval(secs => $4))`,
+    [job.delivery_id, job.attempt, job_id, claim_lifetime_s],
   )
-  return result.rowCount === 1 ? "failed" : "skipped"
+  if (result.rowCount === 1) return "failed"
+  return await awaitClaim(pool, boss, job, claim_lifetime_s)
 }
 
 /**
@@ -455,8 +468,10 @@ export async function deliverAttempt(
   }
   // A deleted or disabled endpoint is not called again, retries included; a delivery to a disabled
   // one can be sent again by hand (redeliver) once it is enabled.
-  if (target.webhook_deleted || !target.webhook_enabled) return await failOrphan(pool, job)
   const claim_lifetime_s = jobLifetimeSeconds(settings.delivery_timeout_ms)
+  if (target.webhook_deleted || !target.webhook_enabled) {
+    return await failOrphan(pool, boss, job, job_id, claim_lifetime_s)
+  }
   if (!(await claimAttempt(pool, job, job_id, claim_lifetime_s))) {
     return await awaitClaim(pool, boss, job, claim_lifetime_s)
   }

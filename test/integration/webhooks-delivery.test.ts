@@ -702,6 +702,25 @@ describe("redelivery and test events", () => {
     expect((await getDelivery(db.pool, scope, delivery_id))?.attempts).toHaveLength(2)
   })
 
+  it("records an attempt being sent when a redelivery is asked for and the endpoint disabled meanwhile, then sends no more", async () => {
+    const { scope, receiver, engine, webhook } = await enqueuedOnce((_, index) =>
+      index === 0 ? { status: 200, delay_ms: 1_500 } : { status: 200 },
+    )
+    await waitFor("the first attempt, arrived", async () =>
+      receiver.received.length === 1 ? true : undefined,
+    )
+    const delivery_id = (await listDeliveries(db.pool, scope, webhook.webhook_id))?.data[0]?.delivery_id ?? ""
+    // The redelivery's job finds the endpoint disabled while attempt 1 is still being sent: it must
+    // not end the delivery under that attempt, which then could not record itself.
+    await redeliver(db.pool, engine.boss, scope, delivery_id)
+    await updateWebhook(db.pool, scope, webhook.webhook_id, { enabled: false }, box)
+    const ended = await settledDelivery(scope, webhook.webhook_id)
+    expect(ended.status).toBe("failed")
+    expect(ended.attempts.map((a) => [a.attempt, a.response_status])).toEqual([[1, 200]])
+    await settle(1_500)
+    expect(receiver.received.map((r) => r.headers["x-service-delivery-attempt"])).toEqual(["1"])
+  })
+
   it("sends a test event to the one endpoint named, with sample data", async () => {
     const scope = newTenant()
     const named = await startReceiver(() => ({ status: 200 }))
