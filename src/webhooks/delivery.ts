@@ -120,9 +120,20 @@ const readExcerpt = async (response: http.IncomingMessage): Promise<string | nul
   return text === "" ? null : text
 }
 
-const describeError = (error: unknown): string => {
+/**
+ * What an attempt's log says of a request that failed. A connection tried at several addresses (a
+ * host with both IPv4 and IPv6 ones) fails with an AggregateError whose own message is empty: each
+ * address's error is said instead.
+ */
+export const describeError = (error: unknown): string => {
   if (!(error instanceof Error)) return String(error)
-  return error.cause instanceof Error ? `${error.message}: ${error.cause.message}` : error.message
+  if (error instanceof AggregateError && error.errors.length > 0) {
+    const each = error.errors.map(describeError).join("; ")
+    return error.message === "" ? each : `${error.message}: ${each}`
+  }
+  const own =
+    error.message !== "" ? error.message : ((error as { code?: unknown }).code?.toString() ?? error.name)
+  return error.cause instanceof Error ? `${own}: ${describeError(error.cause)}` : own
 }
 
 /** How long a kept-alive connection to a receiver may stay idle before it is closed. */

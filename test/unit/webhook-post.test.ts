@@ -2,11 +2,18 @@
 // `idle_connection_ms`, before a receiver's usual 5 s; a request on one that closes before any
 // answer is sent once, never again within the attempt, and says so (`closed_under_reuse`: the next
 // attempt follows at once), and the pool's other idle connections to that receiver are closed with
-// it; a connection that fails when new is the attempt's failure, sent once.
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
+// it; a connection that fails when new is the attempt's failure, sent once; a failure at every address of
+// a host that has several is logged with each address's error.
+import {
+  createServer,
+  request as httpRequest,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from "node:http"
 import type { AddressInfo, Socket } from "node:net"
 import { afterEach, describe, expect, it } from "vitest"
-import { idle_connection_ms, postWebhook } from "../../src/webhooks/delivery.ts"
+import { describeError, idle_connection_ms, postWebhook } from "../../src/webhooks/delivery.ts"
 
 interface Receiver {
   readonly url: string
@@ -100,5 +107,27 @@ describe("postWebhook's connections", () => {
     expect(outcome.error).toMatch(/socket hang up|ECONNRESET/)
     expect(receiver.ports).toHaveLength(1)
     expect(receiver.connections()).toBe(1)
+  })
+
+  it("says each address's error when a host with several addresses refuses at all of them", async () => {
+    // Node tries the addresses in turn and fails with an AggregateError whose own message is empty.
+    const addresses = [
+      { address: "127.0.0.1", family: 4 },
+      { address: "::1", family: 6 },
+    ]
+    const error = await new Promise<unknown>((resolve) => {
+      const outgoing = httpRequest("http://both-families.test:1/", {
+        method: "POST",
+        lookup: (_host, options, callback) =>
+          options.all
+            ? (callback as (e: null, a: typeof addresses) => void)(null, addresses)
+            : callback(null, "127.0.0.1", 4),
+      })
+      outgoing.on("error", resolve)
+      outgoing.end("{}")
+    })
+    expect(error).toBeInstanceOf(AggregateError)
+    expect((error as Error).message).toBe("")
+    expect(describeError(error)).toMatch(/ECONNREFUSED 127\.0\.0\.1:1.*; .*ECONNREFUSED ::1:1/)
   })
 })
