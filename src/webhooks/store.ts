@@ -101,9 +101,24 @@ export interface CreateWebhookInput {
   readonly secret?: string
 }
 
+/** Endpoints a tenant may have in one environment (deleted ones not counted). */
+export const webhook_endpoints_max = 16
+
+/** The tenant already has `webhook_endpoints_max` endpoints in the environment. */
+export class WebhookEndpointsLimit extends Error {
+  readonly endpoints_max: number
+  constructor(endpoints_max: number) {
+    super(`a tenant has at most ${endpoints_max} webhook endpoints in an environment`)
+    this.name = "WebhookEndpointsLimit"
+    this.endpoints_max = endpoints_max
+  }
+}
+
 /**
  * Creates an endpoint, its secret sealed with `box`; returns it with its secret (which matters when
- * the platform generated it: nothing shows it again).
+ * the platform generated it: nothing shows it again). Throws `WebhookEndpointsLimit` when the tenant
+ * has `webhook_endpoints_max` endpoints in the environment already (counted under a lock, so
+ * creations at once never pass it); every event is then delivered to a bounded number of endpoints.
  * @example
  * const webhook = await createWebhook(pool, { tenant_id: "ten_1", environment: "sandbox" }, {
  *   url: "https://example.com/hooks", events: ["payment.completed"],
@@ -119,6 +134,30 @@ export async function createWebhook(
   assert(input.secret === undefined || input.secret !== "", "a signing secret is not empty")
   const webhook_id = webhookId()
   const secret = input.secret ?? generateWebhookSecret()
+  return await inTransaction(db, async (client) => {
+    await client.query("select pg_advisory_xact_lock(hashtextextended($1, 0))", [
+      `platform.webhooks:${scope.tenant_id}:${scope.environment}`,
+    ])
+    const counted = await client.query<{ endpoints: number }>(
+      `select count(*)::int as endpoints from platform.webhooks
+        where tenant_id = $1 and environment = $2 and deleted_at is null`,
+      [scope.tenant_id, scope.environment],
+    )
+    if ((counted.rows[0]?.endpoints ?? 0) >= webhook_endpoints_max) {
+      throw new WebhookEndpointsLimit(webhook_endpoints_max)
+    }
+    return await insertWebhook(client, scope, input, webhook_id, secret, box)
+  })
+}
+
+const insertWebhook = async (
+  db: Db,
+  scope: TenantScope,
+  input: CreateWebhookInput,
+  webhook_id: string,
+  secret: string,
+  box: WebhookSecretBox,
+): Promise<Webhook & { readonly secret: string }> => {
   const result = await db.query<WebhookRow>(
     `insert into platform.webhooks (webhook_id, tenant_id, environment, url, events, secret,
        secret_fingerprint, secret_last4, description, enabled, created_at, updated_at)

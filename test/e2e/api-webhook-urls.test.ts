@@ -3,8 +3,9 @@
 // accepted and stored in lower case), a URL the parser would have to repair is refused with 400,
 // and no URL is answered 500; production refuses every endpoint at a non-public host, however it is
 // written, and writes nothing, while the sandbox keeps accepting local and private receivers; and
-// PATCH of another tenant's endpoint is 404 whatever its body holds.
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+// PATCH of another tenant's endpoint is 404 whatever its body holds; a 17th endpoint in an
+// environment is refused with 422.
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import type { Webhook } from "../../src/http/api.ts"
 import { expectError, expectOk } from "../support/api-expect.ts"
 import {
@@ -48,6 +49,16 @@ afterAll(async () => {
 const hook = { events: ["payment.completed"], secret: "whsec_0123456789abcdef" }
 
 const create = (api: ApiClient, url: string) => api.post<WebhookView>("/api/v1/webhooks", { ...hook, url })
+
+/** Deletes every endpoint `api` has: a tenant may have only 16 in an environment. */
+const deleteAll = async (api: ApiClient) => {
+  const listed = expectOk(await api.get<{ data: Array<WebhookView> }>("/api/v1/webhooks?limit=100"))
+  for (const { webhook_id } of listed.data) expectOk(await api.delete(`/api/v1/webhooks/${webhook_id}`))
+}
+afterEach(async () => {
+  await deleteAll(sandbox)
+  await deleteAll(production)
+})
 
 /** Every endpoint row and its URL, to prove a refused request wrote nothing. */
 const endpointRows = async () =>
@@ -133,6 +144,7 @@ describe("a webhook URL is stored as the URL parser normalises it", () => {
       for (const api of [sandbox, production]) {
         const response = await create(api, url)
         expect([201, 400], `${url}: ${JSON.stringify(response.body)}`).toContain(response.status)
+        if (response.status === 201) await deleteAll(api)
       }
     }
   })
@@ -211,5 +223,22 @@ describe("PATCH of another tenant's endpoint", () => {
       expect(error.param).toBe("webhook_id")
     }
     expect(await endpointRows()).toEqual(before)
+  })
+})
+
+describe("a tenant's endpoints", () => {
+  it("number at most 16 per environment: the 17th is 422 webhook_endpoints_limit and writes nothing", async () => {
+    for (let i = 0; i < 16; i++) expectOk(await create(sandbox, `http://127.0.0.1:3199/${i}`), 201)
+    const before = await endpointRows()
+    const error = expectError(
+      await create(sandbox, "http://127.0.0.1:3199/16"),
+      422,
+      "webhook_endpoints_limit",
+    )
+    expect(error.message).toContain("16 webhook endpoints")
+    expect(await endpointRows()).toEqual(before)
+    // Production and other tenants count their own.
+    expectOk(await create(production, "https://hooks.example.com/in"), 201)
+    expectOk(await create(other, "http://127.0.0.1:3199/other"), 201)
   })
 })

@@ -1,7 +1,7 @@
 // Proves the webhook store on real PostgreSQL: every function is scoped to one tenant and
 // environment (another tenant's endpoint is simply not found), lists page by cursor without gaps or
 // repeats, only checked and normalised URLs are stored, a secret rotation keeps the old secret for
-// the overlap, deletion is soft, and the outbox insert writes in the caller's transaction, so a
+// the overlap, deletion is soft, a tenant has at most 16 endpoints per environment, and the outbox insert writes in the caller's transaction, so a
 // rollback leaves nothing. Also checks the retry schedule's arithmetic (about three days of attempts).
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { AssertionFailed } from "../../domain/assert.ts"
@@ -26,6 +26,8 @@ import {
   type TenantScope,
   toPublicWebhook,
   updateWebhook,
+  WebhookEndpointsLimit,
+  webhook_endpoints_max,
 } from "../../src/webhooks/store.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 
@@ -72,7 +74,7 @@ describe("webhook endpoints", () => {
   it("list newest first, page by cursor without gaps or repeats", async () => {
     const tenant: TenantScope = { tenant_id: "ten_pages", environment: "sandbox" }
     const created: string[] = []
-    for (let i = 0; i < 25; i++) {
+    for (let i = 0; i < 16; i++) {
       created.push(
         (await createWebhook(db.pool, tenant, { url: `${url}/${i}`, events: ["wallet.created"] }, box))
           .webhook_id,
@@ -83,7 +85,7 @@ describe("webhook endpoints", () => {
     const pages: Array<{ count: number; has_more: boolean }> = []
     for (let page = 0; page < 5; page++) {
       const result = await listWebhooks(db.pool, tenant, {
-        limit: 10,
+        limit: 6,
         ...(cursor ? { starting_after: cursor } : {}),
       })
       seen.push(...result.data.map((w) => w.webhook_id))
@@ -93,16 +95,16 @@ describe("webhook endpoints", () => {
       cursor = result.next_cursor
     }
     expect(pages).toEqual([
-      { count: 10, has_more: true },
-      { count: 10, has_more: true },
-      { count: 5, has_more: false },
+      { count: 6, has_more: true },
+      { count: 6, has_more: true },
+      { count: 4, has_more: false },
     ])
     // Ids are time-ordered to the millisecond (ties in random order), so the order is the ids' own.
     expect(seen).toEqual([...created].sort().reverse())
     expect((await listWebhooks(db.pool, tenant)).data).toHaveLength(10)
-    const exact = await listWebhooks(db.pool, tenant, { limit: 25 })
+    const exact = await listWebhooks(db.pool, tenant, { limit: 16 })
     expect({ count: exact.data.length, has_more: exact.has_more, next_cursor: exact.next_cursor }).toEqual({
-      count: 25,
+      count: 16,
       has_more: false,
       next_cursor: null,
     })
@@ -278,6 +280,38 @@ describe("webhook endpoints", () => {
       webhook.webhook_id,
     ])
     expect(kept.rows[0]?.deleted_at).toBeInstanceOf(Date)
+  })
+
+  it("number at most webhook_endpoints_max per tenant and environment, creations at once included; deleted ones free a place", async () => {
+    const crowded: TenantScope = { tenant_id: "ten_crowded", environment: "sandbox" }
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: webhook_endpoints_max + 4 }, () =>
+        createWebhook(db.pool, crowded, { url, events: ["payment.completed"] }, box),
+      ),
+    )
+    const created = outcomes.flatMap((outcome) => (outcome.status === "fulfilled" ? [outcome.value] : []))
+    expect(created).toHaveLength(webhook_endpoints_max)
+    for (const outcome of outcomes) {
+      if (outcome.status === "rejected") expect(outcome.reason).toBeInstanceOf(WebhookEndpointsLimit)
+    }
+    // Another environment and another tenant have their own.
+    await createWebhook(
+      db.pool,
+      { ...crowded, environment: "production" },
+      { url, events: ["payment.completed"] },
+      box,
+    )
+    await createWebhook(
+      db.pool,
+      { ...crowded, tenant_id: "ten_roomy" },
+      { url, events: ["payment.completed"] },
+      box,
+    )
+    await deleteWebhook(db.pool, crowded, created[0]?.webhook_id ?? "")
+    await createWebhook(db.pool, crowded, { url, events: ["payment.completed"] }, box)
+    await expect(
+      createWebhook(db.pool, crowded, { url, events: ["payment.completed"] }, box),
+    ).rejects.toBeInstanceOf(WebhookEndpointsLimit)
   })
 
   it("keep only URLs checkWebhookUrl accepted, as it wrote them (its cases: test/unit/webhook-url.test.ts)", async () => {

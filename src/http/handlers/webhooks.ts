@@ -25,9 +25,10 @@ import {
   toPublicWebhook,
   updateWebhook,
   type WebhookDelivery,
+  WebhookEndpointsLimit,
 } from "../../webhooks/store.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
-import { badRequest, conflict, notFound } from "../errors.ts"
+import { badRequest, conflict, notFound, unprocessable } from "../errors.ts"
 import { idempotent, StoredResponseSealer, storeAfterwards, storedResponse } from "../idempotency.ts"
 import { textLengths } from "../limits.ts"
 import { characterCount, db, listCursor, longerThan, parseLimit, requireSandbox, respond } from "./common.ts"
@@ -128,18 +129,31 @@ const create = (payload: {
       "webhooks.create",
       payload,
       (ticket) =>
-        db(() =>
-          inTransaction(pool, async (client) => {
-            const webhook = await createWebhook(
-              client,
-              scopeOf(caller),
-              { url, events, secret: payload.secret, description: payload.description ?? null },
-              box,
-            )
-            const body = toPublicWebhook(webhook)
-            if (ticket !== undefined) await storeResponse(client, storedResponse(ticket, 201, body))
-            return body
-          }),
+        Effect.tryPromise({
+          try: () =>
+            inTransaction(pool, async (client) => {
+              const webhook = await createWebhook(
+                client,
+                scopeOf(caller),
+                { url, events, secret: payload.secret, description: payload.description ?? null },
+                box,
+              )
+              const body = toPublicWebhook(webhook)
+              if (ticket !== undefined) await storeResponse(client, storedResponse(ticket, 201, body))
+              return body
+            }),
+          catch: (error) => error,
+        }).pipe(
+          Effect.catch((error) =>
+            error instanceof WebhookEndpointsLimit
+              ? Effect.fail(
+                  unprocessable(
+                    "webhook_endpoints_limit",
+                    `This environment already has ${error.endpoints_max} webhook endpoints, the most a tenant may have: delete one, or subscribe an existing one to more events.`,
+                  ),
+                )
+              : Effect.die(error),
+          ),
         ),
       sealer,
     )
