@@ -156,9 +156,57 @@ const completeSettled = (client: pg.PoolClient, settlements: Collected["settleme
     "to_wallet_id text, completed_at timestamptz",
   )
 
-/** Records the payee of payments whose reservation a settlement posted; they stay pending. */
-const recordPayees = (client: pg.PoolClient, posted: Collected["posted"]) =>
-  updatePending(client, posted, "to_wallet_id = r.to_wallet_id", "to_wallet_id text")
+/**
+ * A settlement's payee is no longer linked to the payment's identifier: the link was removed (an
+ * unlink, perhaps a relink to another wallet) after the settlement read it. Thrown by the ledger
+ * hook, it rolls the post back, so the payment stays pending, for the wallet linked next.
+ */
+export class PayeeUnlinked extends Error {
+  readonly transaction_ids: ReadonlyArray<string>
+  constructor(transaction_ids: ReadonlyArray<string>) {
+    super(
+      `the recipient's identifier is no longer linked to the settlement's payee (${transaction_ids.join(", ")})`,
+    )
+    this.name = "PayeeUnlinked"
+    this.transaction_ids = transaction_ids
+  }
+}
+
+/**
+ * Records the payee of payments whose reservation a settlement posted; they stay pending. A payee
+ * not recorded before must still be the wallet the identifier is linked to: its link row is locked
+ * (`for share`) until the post commits, so an unlink either waits for the post (which then came
+ * first) or commits before, and the post is refused (`PayeeUnlinked`) and rolled back.
+ */
+const recordPayees = async (client: pg.PoolClient, posted: Collected["posted"]) => {
+  if (posted.length === 0) return []
+  const unlinked = await client.query<{ transaction_id: string }>(
+    `with r as (
+       select * from jsonb_to_recordset($1::jsonb)
+         as r(tenant_id text, environment text, transaction_id text, to_wallet_id text)
+     ), unrecorded as (
+       select r.tenant_id, r.environment, r.transaction_id, r.to_wallet_id, p.recipient
+         from r join platform.payments p
+           on p.tenant_id = r.tenant_id and p.environment = r.environment and p.transaction_id = r.transaction_id
+        where p.status = 'pending' and p.to_wallet_id is null
+     ), linked as (
+       select i.tenant_id, i.environment, i.value, i.wallet_id
+         from platform.identities i
+         join unrecorded u on i.tenant_id = u.tenant_id and i.environment = u.environment
+          and i.value = u.recipient and i.wallet_id = u.to_wallet_id
+        where i.unlinked_at is null
+          for share of i
+     )
+     select u.transaction_id from unrecorded u
+      where not exists (
+        select 1 from linked l
+         where l.tenant_id = u.tenant_id and l.environment = u.environment and l.value = u.recipient
+           and l.wallet_id = u.to_wallet_id)`,
+    [JSON.stringify(posted)],
+  )
+  if (unlinked.rows.length > 0) throw new PayeeUnlinked(unlinked.rows.map((row) => row.transaction_id))
+  return await updatePending(client, posted, "to_wallet_id = r.to_wallet_id", "to_wallet_id text")
+}
 
 const expired_message =
   "The recipient did not link the identifier before the payment expired; the funds were released."

@@ -9,7 +9,6 @@
  */
 import { Effect, Result } from "effect"
 import type pg from "pg"
-import { assert } from "../../domain/assert.ts"
 import type { LedgerError } from "../../domain/ledger/errors.ts"
 import type { Environment } from "../../domain/platform/scopes.ts"
 import { type TokenSymbol, tokenAsset, type WalletChain } from "../../domain/platform/tokens.ts"
@@ -25,7 +24,7 @@ import {
   walletAccount,
   walletAccountId,
 } from "./accounts.ts"
-import type { LedgerAttachment } from "./payments.ts"
+import { type LedgerAttachment, PayeeUnlinked } from "./payments.ts"
 
 /** Waiting payments read per query; a link settles them all, page after page. */
 const settle_batch_count_max = 100
@@ -74,6 +73,10 @@ export const postSettlement = (
   )
 }
 
+/**
+ * Settles one payment: "unlinked" when the payee was not recorded yet and the identifier is no
+ * longer linked to it by the time the post commits (nothing moved; the payment waits).
+ */
 const settleOne = (
   writer: LedgerWriterService,
   scope: { readonly tenant_id: string; readonly environment: Environment },
@@ -107,7 +110,7 @@ const settleOne = (
       )
       if (voided._tag === "Failure" && !alreadyReleased(voided.failure))
         return yield* Effect.fail(voided.failure)
-      return
+      return "settled" as const
     }
     yield* ensureAccounts(
       writer,
@@ -115,11 +118,20 @@ const settleOne = (
       [walletAccount(to_wallet_id, asset), feeAccount(asset), escrowAccount(asset)],
       context,
     )
-    const posted = yield* Effect.result(postSettlement(writer, scope, payment, to_wallet_id))
+    const posted = yield* Effect.result(
+      postSettlement(writer, scope, payment, to_wallet_id).pipe(
+        Effect.map(() => "posted" as const),
+        Effect.catchDefect((defect) =>
+          defect instanceof PayeeUnlinked ? Effect.succeed("unlinked" as const) : Effect.die(defect),
+        ),
+      ),
+    )
     if (posted._tag === "Failure") {
-      if (alreadyReleased(posted.failure)) return
+      if (alreadyReleased(posted.failure)) return "settled" as const
       return yield* Effect.fail(posted.failure)
     }
+    // The identifier was unlinked from this payee before the post: nothing moved, the payment waits.
+    if (posted.success === "unlinked") return "unlinked" as const
     const amount = BigInt(payment.amount)
     const fee = BigInt(payment.fee)
     const attachment: LedgerAttachment = {
@@ -151,6 +163,7 @@ const settleOne = (
       },
       { ...context, idempotency_key: `settle:${txn}:release`, attachment },
     )
+    return "settled" as const
   })
 
 /**
@@ -170,7 +183,13 @@ export const settleWaitingPayments = (
   Effect.gen(function* () {
     let settled = 0
     let after = ""
+    let linked = linked_wallet_id
     for (;;) {
+      // The link is read again for every page: once it is gone (or moved to another wallet), only
+      // payees already recorded are settled. A post still racing the unlink is refused by the
+      // ledger hook (`PayeeUnlinked`), which stops the rest too.
+      const still = linked
+      if (still !== null) linked = yield* Effect.promise(() => linkedWallet(pool, scope, recipient, still))
       const waiting = yield* Effect.promise(() =>
         pool.query<Waiting>(
           `select transaction_id, from_wallet_id, token, chain, amount::text as amount, fee::text as fee,
@@ -179,27 +198,55 @@ export const settleWaitingPayments = (
             where tenant_id = $1 and environment = $2 and recipient = $3 and status = 'pending'
               and transaction_id > $4 and (to_wallet_id is not null or $6::text is not null)
             order by transaction_id limit $5`,
-          [scope.tenant_id, scope.environment, recipient, after, settle_batch_count_max, linked_wallet_id],
+          [scope.tenant_id, scope.environment, recipient, after, settle_batch_count_max, linked],
         ),
       )
+      let unlinked = false
       // Each payment on its own: one that fails (left to the sweeper) does not hold up the others.
       const outcomes = yield* Effect.forEach(
         waiting.rows,
-        (payment) => {
-          const to_wallet_id = payment.to_wallet_id ?? linked_wallet_id
-          assert(to_wallet_id !== null, "only payments with a payee are read")
-          return Effect.result(settleOne(writer, scope, payment, to_wallet_id))
-        },
+        (payment) =>
+          Effect.suspend(() => {
+            const to_wallet_id = payment.to_wallet_id ?? (unlinked ? null : linked)
+            if (to_wallet_id === null) return Effect.succeed(Result.succeed("unlinked" as const))
+            return Effect.result(
+              settleOne(writer, scope, payment, to_wallet_id).pipe(
+                Effect.tap((outcome) =>
+                  Effect.sync(() => {
+                    if (outcome === "unlinked") unlinked = true
+                  }),
+                ),
+              ),
+            )
+          }),
         { concurrency: settle_concurrency },
       )
       const failure = outcomes.find(Result.isFailure)
       if (failure !== undefined) return yield* Effect.fail(failure.failure)
-      settled += waiting.rows.length
+      settled += outcomes.filter(
+        (outcome) => Result.isSuccess(outcome) && outcome.success === "settled",
+      ).length
+      if (unlinked) linked = null
       const last = waiting.rows.at(-1)
       if (last === undefined || waiting.rows.length < settle_batch_count_max) return settled
       after = last.transaction_id
     }
   })
+
+/** `wallet_id` when `recipient` is still linked to it, else null. */
+const linkedWallet = async (
+  pool: pg.Pool,
+  scope: { readonly tenant_id: string; readonly environment: Environment },
+  recipient: string,
+  wallet_id: string,
+): Promise<string | null> => {
+  const found = await pool.query(
+    `select 1 from platform.identities
+      where tenant_id = $1 and environment = $2 and value = $3 and wallet_id = $4 and unlinked_at is null`,
+    [scope.tenant_id, scope.environment, recipient, wallet_id],
+  )
+  return found.rowCount === 1 ? wallet_id : null
+}
 
 /**
  * Pending payments to settle, left behind by a crash or a race with a link: those whose recipient

@@ -4,13 +4,15 @@
 // (in its transaction, by the platform's own ledger hook), so the sweeper finishes the payment into
 // that wallet whatever happened to the identifier since: unlinked, or linked to the paying wallet
 // itself. And a payment that cannot be settled does not hold up another one waiting for the sweeper.
-import { Effect, Result } from "effect"
+// A post whose payee was unlinked before it committed is refused (rolled back), so the payment waits
+// for the wallet linked next.
+import { Cause, Effect, Exit } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { makePostgresEventStore } from "../../adapters/eventstore/postgres/event-store.ts"
 import type { JsonObject } from "../../domain/webhooks/events.ts"
 import type { Balance, Transaction } from "../../src/http/api.ts"
 import { composeHooks, makeLedgerWriter } from "../../src/ledger/writer.ts"
-import { ledgerHook } from "../../src/platform/payments.ts"
+import { ledgerHook, PayeeUnlinked } from "../../src/platform/payments.ts"
 import { postSettlement } from "../../src/platform/settlement.ts"
 import { enqueueSubscribedEvents } from "../../src/webhooks/store.ts"
 import { expectOk } from "../support/api-expect.ts"
@@ -56,8 +58,11 @@ const settledTo = async (transaction_id: string) => {
   }
 }
 
-/** What a settlement's first step does in the platform, by a process that then dies before the release. */
-const postThenDie = async (transaction_id: string, to_wallet_id: string) => {
+/**
+ * What a settlement's first step does in the platform, by a process that then dies before the
+ * release; the Exit of its post.
+ */
+const postOnly = async (transaction_id: string, to_wallet_id: string) => {
   const store = makePostgresEventStore(platform.database.pool)
   const writer = makeLedgerWriter(store, {
     transaction: {
@@ -72,20 +77,27 @@ const postThenDie = async (transaction_id: string, to_wallet_id: string) => {
       ),
     },
   })
-  const posted = await Effect.runPromise(
-    Effect.result(
-      postSettlement(writer, { tenant_id, environment: "sandbox" }, { transaction_id }, to_wallet_id),
-    ),
+  return await Effect.runPromiseExit(
+    postSettlement(writer, { tenant_id, environment: "sandbox" }, { transaction_id }, to_wallet_id),
   )
-  expect(Result.isSuccess(posted)).toBe(true)
+}
+const postThenDie = async (transaction_id: string, to_wallet_id: string) => {
+  const posted = await postOnly(transaction_id, to_wallet_id)
+  expect(Exit.isSuccess(posted)).toBe(true)
 }
 
-/** An identity row as the identities endpoints leave it (linked, or linked and later unlinked). */
-const identity = (id: string, value: string, wallet_id: string, unlinked: boolean) =>
+/** An identity row as the link endpoint leaves it. */
+const identity = (id: string, value: string, wallet_id: string) =>
   platform.database.pool.query(
     `insert into platform.identities (identity_id, tenant_id, environment, kind, value, wallet_id, linked_at, unlinked_at)
-     values ($1, $2, 'sandbox', 'phone', $3, $4, now(), ${unlinked ? "now()" : "null"})`,
+     values ($1, $2, 'sandbox', 'phone', $3, $4, now(), null)`,
     [id, tenant_id, value, wallet_id],
+  )
+/** The unlink endpoint's statement (a row lock until `db` commits). */
+const unlink = (db: Pick<typeof platform.database.pool, "query">, id: string) =>
+  db.query(
+    "update platform.identities set unlinked_at = now() where identity_id = $1 and unlinked_at is null",
+    [id],
   )
 
 describe("a settlement interrupted after its post", () => {
@@ -115,15 +127,18 @@ describe("a settlement interrupted after its post", () => {
       "pending",
     ])
 
-    // Both settlements posted (payee recorded), then died; the identifiers moved on before a sweep.
+    // Both settlements posted while linked (payee recorded), then died; the identifiers moved on
+    // before a sweep.
+    await identity("idn_recovery_1", "+14155550101", payee)
+    await identity("idn_recovery_2", "+14155550102", payee)
     await postThenDie(unlinked.transaction_id, payee)
     await postThenDie(to_payer.transaction_id, payee)
     expect((await transaction(unlinked.transaction_id)).to_wallet).toBe(payee)
-    await identity("idn_recovery_1", "+14155550101", payee, true)
-    await identity("idn_recovery_2", "+14155550102", payee, true)
-    await identity("idn_recovery_3", "+14155550102", payer, false)
+    await unlink(platform.database.pool, "idn_recovery_1")
+    await unlink(platform.database.pool, "idn_recovery_2")
+    await identity("idn_recovery_3", "+14155550102", payer)
     // A third payment waits for the sweeper only (its recipient linked without a settlement).
-    await identity("idn_recovery_4", "+14155550103", other, false)
+    await identity("idn_recovery_4", "+14155550103", other)
 
     for (const [payment, amount] of [
       [unlinked, "10.00"],
@@ -140,5 +155,122 @@ describe("a settlement interrupted after its post", () => {
     expect(await usdc(payee)).toMatchObject({ amount: "30.00", reserved: "0.00" })
     expect(await usdc(other)).toMatchObject({ amount: "1.00", reserved: "0.00" })
     expect(await usdc(payer)).toMatchObject({ amount: "66.901", reserved: "2.006" })
+  }, 120_000)
+})
+
+describe("a settlement's post racing an unlink", () => {
+  it("is refused once the unlink committed first (waiting for it when it holds the link), and the payment waits for the next link", async () => {
+    const payer = await wallet("race-payer")
+    const first = await wallet("race-first")
+    const second = await wallet("race-second")
+    expectOk(await client.post("/api/v1/sandbox/faucet", { wallet_id: payer, token: "USDC", amount: "10" }))
+    const payment = expectOk(
+      await client.post<typeof Transaction.Type>("/api/social-payments/pay", {
+        recipient: "+14155550111",
+        amount: "4",
+        token: "USDC",
+        from_wallet: payer,
+      }),
+    )
+    expect(payment.status).toBe("pending")
+    // A settlement read the link to `first`; the unlink's transaction holds the link's row when the
+    // post reaches the ledger: the post waits for it, then finds the link gone.
+    await identity("idn_race_1", "+14155550111", first)
+    const unlinking = await platform.database.pool.connect()
+    try {
+      await unlinking.query("begin")
+      await unlink(unlinking, "idn_race_1")
+      const post = postOnly(payment.transaction_id, first)
+      await new Promise((resolve) => setTimeout(resolve, 500))
+      await unlinking.query("commit")
+      const refused = await post
+      expect(Exit.isFailure(refused) && Cause.squash(refused.cause)).toBeInstanceOf(PayeeUnlinked)
+    } finally {
+      unlinking.release()
+    }
+    expect(await transaction(payment.transaction_id)).toMatchObject({ status: "pending", to_wallet: null })
+    expect(await usdc(first)).toMatchObject({ amount: "0.00", reserved: "0.00" })
+    expect(await usdc(payer)).toMatchObject({ amount: "5.988", reserved: "4.012" })
+    // Linked to another wallet, the sweeper settles it there, once.
+    await identity("idn_race_2", "+14155550111", second)
+    expect(await settledTo(payment.transaction_id)).toMatchObject({ status: "completed", to_wallet: second })
+    expect(await usdc(second)).toMatchObject({ amount: "4.00", reserved: "0.00" })
+    expect(await usdc(payer)).toMatchObject({ amount: "5.988", reserved: "0.00" })
+    expect(await usdc(first)).toMatchObject({ amount: "0.00", reserved: "0.00" })
+  }, 60_000)
+})
+
+describe("unlinking while a link's settlement runs", () => {
+  it("stops it: only payments whose payee was recorded before the unlink go to the old wallet, the rest to the next link", async () => {
+    const payer = await wallet("busy-payer")
+    const old_wallet = await wallet("busy-old")
+    const new_wallet = await wallet("busy-new")
+    expectOk(await client.post("/api/v1/sandbox/faucet", { wallet_id: payer, token: "USDC", amount: "1000" }))
+    const recipient = "+14155550121"
+    const count = 600
+    for (let sent = 0; sent < count; sent += 20) {
+      const answers = await Promise.all(
+        Array.from({ length: 20 }, () =>
+          client.post<typeof Transaction.Type>("/api/social-payments/pay", {
+            recipient,
+            amount: "1",
+            token: "USDC",
+            from_wallet: payer,
+          }),
+        ),
+      )
+      for (const answer of answers) expect(expectOk(answer).status).toBe("pending")
+    }
+    const payees = async (wallet_id: string) =>
+      Number(
+        (
+          await platform.database.pool.query<{ n: string }>(
+            "select count(*) as n from platform.payments where tenant_id = $1 and to_wallet_id = $2",
+            [tenant_id, wallet_id],
+          )
+        ).rows[0]?.n,
+      )
+    // The link's own settlement runs in its request; the identity is visible before it ends.
+    const linking = client.post<{ identity_id: string }>("/api/v1/identities", {
+      wallet_id: old_wallet,
+      kind: "phone",
+      value: recipient,
+    })
+    const deadline = Date.now() + 10_000
+    let identity_id: string | undefined
+    while (identity_id === undefined && Date.now() < deadline) {
+      const listed = expectOk(
+        await client.get<{ data: Array<{ identity_id: string }> }>(
+          `/api/v1/identities?wallet_id=${old_wallet}`,
+        ),
+      )
+      identity_id = listed.data[0]?.identity_id
+    }
+    expect(identity_id).toBeDefined()
+    expectOk(await client.delete(`/api/v1/identities/${identity_id}`))
+    // Every payee recorded by now was posted before the unlink committed; no other may follow.
+    const recorded_before = await payees(old_wallet)
+    expectOk(
+      await client.post("/api/v1/identities", { wallet_id: new_wallet, kind: "phone", value: recipient }),
+      201,
+    )
+    expectOk(await linking, 201)
+    const settled = Date.now() + 30_000
+    while ((await payees(old_wallet)) + (await payees(new_wallet)) < count && Date.now() < settled) {
+      await new Promise((resolve) => setTimeout(resolve, 200))
+    }
+    const statuses = await platform.database.pool.query<{ status: string; to_wallet_id: string; n: string }>(
+      `select status, to_wallet_id, count(*) as n from platform.payments
+        where tenant_id = $1 and from_wallet_id = $2 group by 1, 2 order by 1, 2`,
+      [tenant_id, payer],
+    )
+    expect(await payees(old_wallet)).toBe(recorded_before)
+    expect(recorded_before).toBeLessThan(count)
+    expect(statuses.rows.map((row) => [row.status, row.to_wallet_id, Number(row.n)])).toEqual(
+      [
+        ["completed", old_wallet, recorded_before],
+        ["completed", new_wallet, count - recorded_before],
+      ].filter((row) => row[2] !== 0),
+    )
   }, 120_000)
 })
