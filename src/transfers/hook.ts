@@ -6,6 +6,8 @@
  *   transfers that reserve its funds, and its stored API response when it carried an
  *   Idempotency-Key (which takes the key for every endpoint). A transfer is never reserved without
  *   its job, nor sent without its reservation.
+ * - A settlement's first step of two (the fee's): its outcome is recorded on the row (`settling`),
+ *   and every later attempt of the settlement finishes with that outcome.
  * - A settlement: the row becomes `completed` (with the proof) or `failed` (with the reason) and its
  *   `payment.completed` / `payment.failed` webhook event is written, with the post or void that
  *   moved its money. The update only takes a `pending` row, so a settlement recorded twice (two jobs
@@ -38,15 +40,27 @@ export type TransferAttachment =
   | {
       readonly kind: "chain_transfer_settled"
       readonly transfer_id: string
-      readonly outcome:
-        | { readonly status: "completed"; readonly proof: StoredProof }
-        | { readonly status: "failed"; readonly code: FailureCode; readonly message: string }
+      readonly outcome: SettlementOutcome
     }
+  | {
+      /**
+       * A settlement's first ledger step of several (the fee's post or void): the outcome is
+       * recorded on the row (`settling`) with it, so every later attempt finishes the same way.
+       */
+      readonly kind: "chain_transfer_settling"
+      readonly transfer_id: string
+      readonly outcome: SettlementOutcome
+    }
+
+export type SettlementOutcome =
+  | { readonly status: "completed"; readonly proof: StoredProof }
+  | { readonly status: "failed"; readonly code: FailureCode; readonly message: string }
 
 const attachmentsOf = (appended: ReadonlyArray<AppendedCommand>) => {
   const requested: Array<TransferRow> = []
   const stored: Array<StoredResponse> = []
   const settled: Array<Extract<TransferAttachment, { kind: "chain_transfer_settled" }>> = []
+  const settling: Array<Extract<TransferAttachment, { kind: "chain_transfer_settling" }>> = []
   for (const item of appended) {
     // Other hooks' attachments have other kinds; only ours match below.
     const attachment = item.context.attachment as TransferAttachment | undefined
@@ -54,8 +68,9 @@ const attachmentsOf = (appended: ReadonlyArray<AppendedCommand>) => {
       requested.push(attachment.row)
       if (attachment.stored !== undefined) stored.push(attachment.stored)
     } else if (attachment?.kind === "chain_transfer_settled") settled.push(attachment)
+    else if (attachment?.kind === "chain_transfer_settling") settling.push(attachment)
   }
-  return { requested, stored, settled }
+  return { requested, stored, settled, settling }
 }
 
 const insertRows = async (client: pg.PoolClient, rows: ReadonlyArray<TransferRow>) => {
@@ -84,8 +99,10 @@ const settleRows = async (
   for (const { transfer_id, outcome } of settled) {
     const updated =
       outcome.status === "completed"
-        ? await client.query(
-            `update platform.chain_transfers set status = 'completed', proof = $2::jsonb, completed_at = now()
+        ? // A failure claimed on the row before (a restart's) gives way to the outcome recorded first.
+          await client.query(
+            `update platform.chain_transfers set status = 'completed', proof = $2::jsonb, completed_at = now(),
+                    failure_code = null, failure_message = null
               where transfer_id = $1 and status = 'pending' returning *`,
             [transfer_id, JSON.stringify(outcome.proof)],
           )
@@ -116,9 +133,10 @@ const settledEvent = (row: TransferRow): OutboxEvent => ({
 export const transferHook =
   (deps: { readonly boss: PgBoss; readonly enqueue: EnqueueEvents }): TransactionHook =>
   (client, appended) => {
-    const { requested, stored, settled } = attachmentsOf(appended)
-    if (requested.length === 0 && stored.length === 0 && settled.length === 0) return sentNothing
-    return writeTransfers(deps, client, requested, stored, settled)
+    const { requested, stored, settled, settling } = attachmentsOf(appended)
+    if (requested.length === 0 && stored.length === 0 && settled.length === 0 && settling.length === 0)
+      return sentNothing
+    return writeTransfers(deps, client, requested, stored, settled, settling)
   }
 
 const writeTransfers = async (
@@ -127,8 +145,16 @@ const writeTransfers = async (
   requested: ReadonlyArray<TransferRow>,
   stored: ReadonlyArray<StoredResponse>,
   settled: ReadonlyArray<Extract<TransferAttachment, { kind: "chain_transfer_settled" }>>,
+  settling: ReadonlyArray<Extract<TransferAttachment, { kind: "chain_transfer_settling" }>>,
 ) => {
   await insertRows(client, requested)
+  for (const { transfer_id, outcome } of settling) {
+    await client.query(
+      `update platform.chain_transfers set settling = $2::jsonb
+        where transfer_id = $1 and status = 'pending' and settling is null`,
+      [transfer_id, JSON.stringify(outcome)],
+    )
+  }
   await storeResponses(client, stored)
   if (requested.length > 0) {
     await deps.boss.insert(

@@ -99,4 +99,14 @@ update platform.chain_transfers set broadcast_attempted_at = coalesce(broadcast_
  where raw_transaction is not null;
 `,
   },
+  {
+    version: 504,
+    name: "chain transfer settling outcome",
+    // A settlement posts or voids the fee's reservation, then the amount's: the outcome is recorded
+    // with the first, so a settlement interrupted between the two always finishes the same way
+    // (a restart's later "dropped" never tries to void a fee already posted).
+    sql: `
+alter table platform.chain_transfers add column settling jsonb;
+`,
+  },
 ]

@@ -77,7 +77,7 @@ import type {
 } from "../ports/chain.ts"
 import { sleep } from "../projections/runner.ts"
 import { pgBossDb } from "../webhooks/queue.ts"
-import { type TransferAttachment, type TransferJob, transfer_queue } from "./hook.ts"
+import { type SettlementOutcome, type TransferAttachment, type TransferJob, transfer_queue } from "./hook.ts"
 import { type FailureCode, fromDb, ledgerIds, storedProof, type TransferRow } from "./model.ts"
 import { adapterFor, type ChainRoutes } from "./routes.ts"
 
@@ -197,6 +197,15 @@ const loadRow = async (db: pg.Pool | pg.PoolClient, transfer_id: string, lock = 
     [transfer_id],
   )
   return found.rows[0] === undefined ? undefined : fromDb(found.rows[0])
+}
+
+/** The outcome an earlier attempt of the transfer's settlement recorded with its first step. */
+const recordedOutcome = async (db: pg.Pool, transfer_id: string): Promise<SettlementOutcome | undefined> => {
+  const found = await db.query<{ settling: SettlementOutcome | null }>(
+    "select settling from platform.chain_transfers where transfer_id = $1",
+    [transfer_id],
+  )
+  return found.rows[0]?.settling ?? undefined
 }
 
 /** The highest nonce persisted for an unresolved transfer of this sender, or -1. */
@@ -459,15 +468,24 @@ export function startTransferWorker(
       idempotency_key,
       ...(attachment === undefined ? {} : { attachment }),
     })
-    const attachment: TransferAttachment = {
+    // An outcome recorded by an earlier attempt with its first step is the one to finish with.
+    const decided = (await recordedOutcome(pool, row.transfer_id)) ?? outcome
+    const post = decided.status === "completed"
+    const settled: TransferAttachment = {
       kind: "chain_transfer_settled",
       transfer_id: row.transfer_id,
-      outcome,
+      outcome: decided,
     }
-    const post = outcome.status === "completed"
+    const settling: TransferAttachment = {
+      kind: "chain_transfer_settling",
+      transfer_id: row.transfer_id,
+      outcome: decided,
+    }
     const steps = [
-      ...(row.fee > 0n ? [{ id: post ? ids.post_fee : ids.void_fee, pending_id: ids.fee, last: false }] : []),
-      { id: post ? ids.post_amount : ids.void_amount, pending_id: ids.amount, last: true },
+      ...(row.fee > 0n
+        ? [{ id: post ? ids.post_fee : ids.void_fee, pending_id: ids.fee, attachment: settling }]
+        : []),
+      { id: post ? ids.post_amount : ids.void_amount, pending_id: ids.amount, attachment: settled },
     ]
     for (const step of steps) {
       const command = {
@@ -477,7 +495,7 @@ export function startTransferWorker(
         now_ms: Date.now(),
       }
       const done = await Effect.runPromise(
-        Effect.result(writer.execute(ledger, command, context(step.id, step.last ? attachment : undefined))),
+        Effect.result(writer.execute(ledger, command, context(step.id, step.attachment))),
       )
       if (Result.isFailure(done)) {
         // Resolved already (by another job's identical step, or lapsed): the row tells the rest.
@@ -540,7 +558,8 @@ export function startTransferWorker(
         returning *`,
       [restarted.environment, restarted.at, failure.code, failure.message],
     )
-    for (const row of claimed.rows.map(fromDb)) await fail(row, claimedFailure(row))
+    // One that cannot be settled (its job keeps trying) does not keep the worker from starting.
+    for (const row of claimed.rows.map(fromDb)) await fail(row, claimedFailure(row)).catch(onError)
     return claimed.rows.length
   }
 

@@ -11,10 +11,10 @@ import { paymentFee } from "../../domain/ledger/fee.ts"
 import type { Environment } from "../../domain/platform/scopes.ts"
 import { type AnvilNode, startAnvil } from "../../src/chains/anvil.ts"
 import { deployStablecoin } from "../../src/chains/stablecoin.ts"
-import { walletAccountId } from "../../src/platform/accounts.ts"
+import { ledgerOf, walletAccountId } from "../../src/platform/accounts.ts"
 import type { ChainAdapter } from "../../src/ports/chain.ts"
-import { transfer_queue } from "../../src/transfers/hook.ts"
-import { custodyAccountId, type TransferRow } from "../../src/transfers/model.ts"
+import { type TransferAttachment, transfer_queue } from "../../src/transfers/hook.ts"
+import { custodyAccountId, ledgerIds, type TransferRow } from "../../src/transfers/model.ts"
 import { type RequestDeps, requestTransfer, type SourceWallet } from "../../src/transfers/request.ts"
 import { type ChainRoutes, chainRoutes } from "../../src/transfers/routes.ts"
 import {
@@ -694,6 +694,50 @@ describe("on-chain transfers (EVM)", () => {
     const payer = await account(walletAccountId(wallet.wallet_id, asset))
     expect(payer.debits_pending).toBe(0n)
     expect(payer.debits_posted).toBe(3_000_000n + paymentFee(3_000_000n))
+  })
+
+  it("finishes a settlement interrupted between its fee and its amount the way its first step recorded, even when a restart fails what is pending", async () => {
+    const wallet = await fundedWallet(30)
+    const requested = await request(wallet, testWallet(31).address, 4_000_000n)
+    const ids = ledgerIds(requested.transfer_id)
+    // What the worker's settlement does first (the fee posted, the outcome recorded with it), before
+    // a crash that leaves the amount reserved.
+    const proof = {
+      tx_hash: `0x${"ab".repeat(32)}`,
+      block_number: "7",
+      block_hash: `0x${"cd".repeat(32)}`,
+      log_index: 0,
+      confirmations: 3,
+    }
+    const first = await Effect.runPromise(
+      Effect.result(
+        harness.writer.execute(
+          ledgerOf(tenant_id, "sandbox"),
+          { type: "PostPendingTransfer", transfer_id: ids.post_fee, pending_id: ids.fee, now_ms: Date.now() },
+          {
+            actor: "chain-transfer-worker",
+            correlation_id: requested.transfer_id,
+            idempotency_key: ids.post_fee,
+            attachment: {
+              kind: "chain_transfer_settling",
+              transfer_id: requested.transfer_id,
+              outcome: { status: "completed", proof },
+            } satisfies TransferAttachment,
+          },
+        ),
+      ),
+    )
+    expect(Result.isSuccess(first)).toBe(true)
+    // The restart fails every pending transfer of the old chains; this one was decided already.
+    const row = await withWorker(() => settled(requested.transfer_id), harness.routes, {
+      chains_restarted: { environment: "sandbox", at: new Date() },
+    })
+    expect(row).toMatchObject({ status: "completed", proof, failure_code: null, failure_message: null })
+    expect((await outboxEvents(row.transfer_id)).map((event) => event.event_type)).toEqual([
+      "payment.completed",
+    ])
+    const payer = await account(walletAccountId(wallet.wallet_id, asset))
+    expect(payer.debits_pending).toBe(0n)
   })
 
   it("keeps a signed transfer's job going past the queue's retries while its node fails, and completes it when the node answers", async () => {
