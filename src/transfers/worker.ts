@@ -7,7 +7,9 @@
  *    never signed again. What keeps the chain from accepting a second transaction for the transfer
  *    depends on the family (`replayGuards`): EVM and TON order a sender's transactions by a counter
  *    (nonce, seqno), so a new one is signed above both the chain's pending counter and every counter
- *    persisted for a transfer of that sender not yet resolved; Solana and Tron give each transaction
+ *    persisted for a transfer of that sender not yet resolved (TON, whose node takes a wallet's
+ *    messages only in seqno order, signs a transfer only once no other of its sender is signed and
+ *    unresolved, so its seqno is the chain's own: no message waits behind a gap); Solana and Tron give each transaction
  *    a short lifetime instead (a recent blockhash; TAPOS and an expiration), so the persisted bytes
  *    either land within it or never can.
  * 2. Broadcast the persisted bytes while the chain does not know them (first send, or rebroadcast
@@ -189,6 +191,8 @@ const claimedFailure = (row: TransferRow): Failure => {
 
 type SignOutcome =
   | { readonly kind: "signed"; readonly row: TransferRow }
+  /** Not signed yet: an earlier signed transfer of its sender is unresolved (`broadcastsInOrder`). */
+  | { readonly kind: "waiting" }
   | ({ readonly kind: "failed" } & Failure)
 
 const loadRow = async (db: pg.Pool | pg.PoolClient, transfer_id: string, lock = false) => {
@@ -345,6 +349,10 @@ export function startTransferWorker(
         await client.query("commit")
         return { kind: "signed", row: locked }
       }
+      if (await signsInOrderBehind(client, locked)) {
+        await client.query("commit")
+        return { kind: "waiting" }
+      }
       const signed = await signGuarded(client, locked)
       if (Result.isFailure(signed)) {
         await client.query("rollback")
@@ -385,6 +393,25 @@ export function startTransferWorker(
     return await replayGuards[chainFamily(chain)](client, row, (options) =>
       Effect.runPromise(Effect.result(adapter.signTransfer(key, intent, options))),
     )
+  }
+
+  /**
+   * True when the family broadcasts in counter order (TON) and another signed transfer of the sender
+   * is unresolved: the transfer is signed only after it, at the counter the chain has then. Signed
+   * earlier, its message would wait for the other's (its lifetime running), and were the other to
+   * fail without using its counter (a message that expired unsent), this one could not land until
+   * some later message took that counter; failing it meanwhile would release funds that could still
+   * move once it did.
+   */
+  const signsInOrderBehind = async (client: pg.PoolClient, row: TransferRow): Promise<boolean> => {
+    if (!broadcastsInOrder[chainFamily(row.chain as CustodyChain)]) return false
+    const ahead = await client.query(
+      `select 1 from platform.chain_transfers
+        where environment = $1 and chain = $2 and from_address = $3 and status = 'pending'
+          and tx_hash is not null and transfer_id <> $4 limit 1`,
+      [row.environment, row.chain, row.from_address, row.transfer_id],
+    )
+    return (ahead.rowCount ?? 0) > 0
   }
 
   /** True when the family broadcasts in counter order and an earlier transfer of the sender is unresolved. */
@@ -737,6 +764,7 @@ export function startTransferWorker(
     }
     const signed =
       loaded.tx_hash === null ? await signOnce(loaded) : ({ kind: "signed", row: loaded } as const)
+    if (signed.kind === "waiting") return "waiting"
     if (signed.kind === "failed") {
       await fail(loaded, signed)
       return "settled"

@@ -313,6 +313,52 @@ describe("on-chain transfers (TON, @ton/sandbox)", () => {
     expect(await seqnoOf(wallet.address)).toBe(2)
   })
 
+  it("signs a sender's second transfer only once its first is resolved, so a first message that expires unsent leaves no seqno gap", async () => {
+    // Signed in advance at seqno 1, the second would be refused while seqno 0 stays unused (its
+    // first message expired unsent), and failing it then would release funds its bytes could still
+    // move once a later message took seqno 0.
+    const wallet = await fundedWallet(8)
+    const recipient = addressOf(18)
+    const amount = 1_000_000n
+    const requested = await Promise.all([
+      request(wallet, recipient, amount),
+      request(wallet, recipient, amount),
+    ])
+    const ids = requested.map((transfer) => transfer.transfer_id)
+    let expiring: string | undefined
+    const signed_while_other_pending: Array<string> = []
+    try {
+      const rows = await withWorker(() => Promise.all(ids.map((transfer_id) => settled(transfer_id))), {
+        beforeBroadcast: async (row) => {
+          if (!ids.includes(row.transfer_id)) return
+          const others = await db.pool.query<{ transfer_id: string }>(
+            "select transfer_id from platform.chain_transfers where transfer_id = any($1) and transfer_id <> $2 and tx_hash is not null and status = 'pending'",
+            [ids, row.transfer_id],
+          )
+          signed_while_other_pending.push(...others.rows.map((other) => other.transfer_id))
+          if (expiring === undefined) {
+            // The first to go out: the chain's clock pinned a second before its valid_until.
+            expiring = row.transfer_id
+            const message = summarizeMessage(Buffer.from((row.raw_transaction ?? "").slice(2), "hex"))
+            if (message === null) throw new Error("a TON transfer's bytes are a wallet message")
+            local.blockchain.now = message.valid_until - 1
+          } else if (row.transfer_id !== expiring) {
+            local.blockchain.now = undefined
+          }
+        },
+      })
+      const first = rows.find((row) => row.transfer_id === expiring)
+      const second = rows.find((row) => row.transfer_id !== expiring)
+      expect(first).toMatchObject({ status: "failed", failure_code: "dropped" })
+      expect(second).toMatchObject({ status: "completed", nonce: first?.nonce })
+      expect(signed_while_other_pending).toEqual([])
+      expect(await jettons(recipient)).toBe(amount)
+      expect(await seqnoOf(wallet.address)).toBe((first?.nonce ?? 0) + 1)
+    } finally {
+      local.blockchain.now = undefined
+    }
+  })
+
   it("completes exactly once after the worker process is killed right after the broadcast", async () => {
     // @ton/sandbox lives inside the process that owns it: a worker process killed with SIGKILL would
     // take its own chain with it. So the chain (and its block clock) lives in this test process and
