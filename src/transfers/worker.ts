@@ -813,12 +813,41 @@ export function startTransferWorker(
     }
   }
 
-  const schedulePoll = (transfer_id: string) =>
-    boss.insert(
-      transfer_queue,
-      [{ data: { transfer_id } satisfies TransferJob, startAfter: `${poll_interval_ms} milliseconds` }],
-      { db: pgBossDb(pool) },
-    )
+  /**
+   * Queues the transfer's next poll, unless a job of it is queued already: a job that pg-boss ran
+   * again past its expiry while the first run was still going would otherwise make two chains of
+   * jobs for ever, each counting polls (the budget, which is no clock, spent twice as fast).
+   */
+  const schedulePoll = async (transfer_id: string) => {
+    const client = await pool.connect()
+    try {
+      await client.query("begin")
+      await client.query("select pg_advisory_xact_lock(hashtextextended($1, 0))", [
+        `chain-transfer-poll:${transfer_id}`,
+      ])
+      const queued = await client.query(
+        `select 1 from pgboss.job
+          where name = $1 and state in ('created', 'retry') and data->>'transfer_id' = $2 limit 1`,
+        [transfer_queue, transfer_id],
+      )
+      if (queued.rowCount === 0) {
+        await boss.insert(
+          transfer_queue,
+          [{ data: { transfer_id } satisfies TransferJob, startAfter: `${poll_interval_ms} milliseconds` }],
+          { db: pgBossDb(client) },
+        )
+      }
+      await client.query("commit")
+    } catch (error) {
+      await client.query("rollback").catch(() => {})
+      throw error
+    } finally {
+      client.release()
+    }
+  }
+
+  /** Transfers a job of this process is holding: another job of one of them here ends at once. */
+  const holding = new Set<string>()
 
   /**
    * Runs one job: advances its transfer, then keeps polling it in this process every
@@ -828,6 +857,17 @@ export function startTransferWorker(
    * latency on a chain with 1 s blocks.
    */
   const hold = async (transfer_id: string) => {
+    // The job holding it goes on and queues the next poll itself.
+    if (holding.has(transfer_id)) return
+    holding.add(transfer_id)
+    try {
+      await holdHeld(transfer_id)
+    } finally {
+      holding.delete(transfer_id)
+    }
+  }
+
+  const holdHeld = async (transfer_id: string) => {
     const started = Date.now()
     let adapter: ChainAdapter | undefined
     for (;;) {

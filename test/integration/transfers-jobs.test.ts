@@ -1,0 +1,122 @@
+// Proves that a transfer keeps one chain of jobs: a job whose step outlives its expiry is run again
+// by pg-boss while the first run goes on (here one status read of a node takes longer than a job
+// may live), and neither the second run nor a second worker makes a second chain of poll jobs that
+// would count the transfer's polls twice as fast. Real parts: the sandbox's Solana chain, PostgreSQL,
+// pg-boss and the ledger writer.
+
+import { mnemonicToSeedSync } from "@scure/bip39"
+import type { Address } from "@solana/kit"
+import { Effect } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { deriveAddress } from "../../domain/custody/derive.ts"
+import type { Asset } from "../../domain/money/asset.ts"
+import { type SolanaSandboxChain, startSolanaSandbox } from "../../src/chains/solana-sandbox.ts"
+import type { ChainAdapter } from "../../src/ports/chain.ts"
+import { transfer_queue } from "../../src/transfers/hook.ts"
+import type { SourceWallet } from "../../src/transfers/request.ts"
+import { chainRoutes } from "../../src/transfers/routes.ts"
+import { startTransferWorker } from "../../src/transfers/worker.ts"
+import { freshDatabase, type TestDatabase } from "../support/db.ts"
+import { test_mnemonic } from "../support/evm.ts"
+import { transferKit } from "../support/transfer-kit.ts"
+import { composeTransferFlow, job_expire_seconds, type TransferFlow } from "../support/transfers.ts"
+
+const tenant_id = "ten_jobs"
+const asset: Asset = { code: "USDC@solana", symbol: "USDC", chain: "solana", decimals: 6 }
+const seed = mnemonicToSeedSync(test_mnemonic, "")
+const worker_options = {
+  poll_interval_ms: 100,
+  poll_count_max: 1_000_000,
+  worker_count: 4,
+  job_expire_seconds,
+}
+let db: TestDatabase
+let local: SolanaSandboxChain
+let flow: TransferFlow
+let contract: string
+/** Set by the test: the one status read that outlives a job's expiry. */
+let slow_read: Promise<void> | undefined
+const kit = transferKit({ tenant_id, asset, funding: 1_000_000_000n, worker_options }, () => ({
+  db,
+  flow,
+  contract,
+}))
+
+beforeAll(async () => {
+  db = await freshDatabase()
+  local = await startSolanaSandbox({ block_time_ms: 200 })
+  contract = local.contracts.get("USDC") as string
+  // Its transaction reads `seen` for ever (stuck, say, before a leader), so the transfer stays
+  // pending and polled; one read, once armed, takes longer than a job may live.
+  const adapter: ChainAdapter = {
+    ...local.adapter,
+    transactionStatus: (tx_hash) =>
+      Effect.promise(async () => {
+        const slow = slow_read
+        slow_read = undefined
+        if (slow !== undefined) await slow
+        return { status: "seen" as const, tx_hash }
+      }),
+  }
+  flow = await composeTransferFlow(db.pool, chainRoutes({ sandbox: new Map([["solana", adapter]]) }))
+})
+afterAll(async () => {
+  await flow?.stop()
+  await local?.stop()
+  await db?.drop()
+})
+
+describe("a transfer's jobs", () => {
+  it("stay one chain after a job outlived its expiry, with two workers running", async () => {
+    const address = deriveAddress(seed, { chain: "solana", tenant_index: 0, wallet_index: 3 }) as Address
+    const wallet: SourceWallet = {
+      wallet_id: "wal_jobs",
+      chain: "solana",
+      address,
+      tenant_index: 0,
+      wallet_index: 3,
+    }
+    await local.fund(address, "USDC", 1_000_000_000n)
+    await kit.creditLedger(wallet)
+    const recipient = deriveAddress(seed, { chain: "solana", tenant_index: 0, wallet_index: 4 })
+    const queued = async () =>
+      (
+        await db.pool.query<{ n: number }>(
+          `select count(*)::int as n from pgboss.job
+            where name = $1 and data->>'transfer_id' = $2 and state in ('created', 'retry')`,
+          [transfer_queue, row.transfer_id],
+        )
+      ).rows[0]?.n ?? 0
+    let release: () => void = () => {}
+    slow_read = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    const row = await kit.request(wallet, recipient, 5_000_000n)
+    const samples: Array<number> = []
+    await kit.withWorker(async () => {
+      const second = await startTransferWorker(
+        {
+          pool: db.pool,
+          boss: flow.boss,
+          writer: flow.writer,
+          routes: flow.routes,
+          signingKey: flow.signingKey,
+        },
+        worker_options,
+      )
+      try {
+        // The read holds its job past its expiry (and pg-boss's next check of it), then answers.
+        await new Promise((resolve) => setTimeout(resolve, (job_expire_seconds + 4) * 1000))
+        release()
+        for (let sample = 0; sample < 40; sample++) {
+          await new Promise((resolve) => setTimeout(resolve, 150))
+          samples.push(await queued())
+        }
+      } finally {
+        await second.stop()
+      }
+    })
+    expect((await kit.loadRow(row.transfer_id)).status).toBe("pending")
+    expect(Math.max(...samples)).toBeLessThanOrEqual(1)
+  }, 60_000)
+})
