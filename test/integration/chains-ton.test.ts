@@ -146,6 +146,32 @@ describe("TON adapter on @ton/sandbox", () => {
     expect(await balanceOf(bystander)).toBe(before)
   })
 
+  test("a message past its valid_until by less than the transport's landing lag reads seen and is not called expired", async () => {
+    const bystander = addressOf(9)
+    const before = await balanceOf(bystander)
+    const signed = await run(adapter.signTransfer(keyOf(0), nativeTo(bystander, toNano("0.05"))))
+    const message = summarizeMessage(Buffer.from(signed.raw.slice(2), "hex"))
+    if (message === null) throw new Error("a TON transfer's bytes are a wallet message")
+    // As the production transport reads the chain: with a lag, so a message that landed just before
+    // its valid_until may still be unseen some seconds after it.
+    let now = message.valid_until + 5
+    const lagging: TonTransport = new Proxy(transport, {
+      get: (target, property, receiver) =>
+        property === "landing_lag_seconds"
+          ? 30
+          : property === "now"
+            ? () => Promise.resolve(now)
+            : Reflect.get(target, property, receiver),
+    })
+    const late = makeTonAdapter(lagging)
+    expect(failureTag(await runExit(late.broadcast(signed.raw)))).toBe("BroadcastRejected")
+    expect((await run(late.transactionStatus(signed.tx_hash))).status).toBe("seen")
+    now = message.valid_until + 30
+    expect(failureTag(await runExit(late.broadcast(signed.raw)))).toBe("TransactionExpired")
+    expect((await run(late.transactionStatus(signed.tx_hash))).status).toBe("dropped")
+    expect(await balanceOf(bystander)).toBe(before)
+  })
+
   test("two messages signed for one seqno: the second is refused as NonceTooLow and reads dropped", async () => {
     const first = await run(adapter.signTransfer(keyOf(0), nativeTo(receiver, toNano("0.1"))))
     const second = await run(adapter.signTransfer(keyOf(0), nativeTo(receiver, toNano("0.2"))))

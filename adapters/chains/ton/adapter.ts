@@ -17,7 +17,10 @@
  *   hash: (account, lt, hash) is how TON locates a transaction, and the sandbox has no blocks.
  *   `blockNumber()` is the newest lt, and incoming transfer queries range over lt.
  * - `TransactionExpired`: a message at or past its `valid_until` (the wallet refuses it from that
- *   second on) is refused on broadcast: its persisted bytes can never land.
+ *   second on) is refused on broadcast: its persisted bytes can never land. Where the chain is read
+ *   with a lag (`landing_lag_seconds`: the production HTTP transport), that is said only once the lag
+ *   has passed too; until then the message reads `seen` and a rebroadcast is `BroadcastRejected`
+ *   (no proof either way), since it may have landed just before its `valid_until`, unseen yet.
  * - `confirmations` is always 1 and a landed transaction is `finalized` at once: TON's masterchain
  *   commits shard blocks with BFT finality and never reorganises a committed block.
  * - `reverted`: the wallet's transaction failed, or it ran but sent nothing (IGNORE_ERRORS mode: the
@@ -123,6 +126,7 @@ const message_memory_count_max = 10_000
  */
 export function makeTonAdapter(transport: TonTransport): ChainAdapter {
   const call = <A>(run: () => Promise<A>) => Effect.promise(run)
+  const landing_lag = transport.landing_lag_seconds ?? 0
   const messages = new Map<string, WalletMessageSummary>()
   // Origin message hash -> the wallet that took it, for the incoming transfers read (see originOf).
   const origins = new Map<string, Address>()
@@ -341,12 +345,22 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
       if ((yield* landed()) !== null) return { tx_hash }
       const seqno = (yield* call(() => transport.getSeqno(summary.wallet))) ?? 0
       const too_late = seqno > summary.seqno
-      if (too_late || expired(yield* call(() => transport.now()), summary.valid_until)) {
+      const now = yield* call(() => transport.now())
+      if (too_late || expired(now, summary.valid_until)) {
         // Read again: this very message may have taken the seqno, or landed before its
         // `valid_until`, since the first read. Only then is it a rebroadcast that moves nothing.
         if ((yield* landed()) !== null) return { tx_hash }
         if (too_late) return yield* Effect.fail(new NonceTooLow({ tx_hash, nonce: summary.seqno }))
-        return yield* Effect.fail(new TransactionExpired({ tx_hash }))
+        if (expired(now - landing_lag, summary.valid_until))
+          return yield* Effect.fail(new TransactionExpired({ tx_hash }))
+        // Past its valid_until, it cannot be taken now; whether an earlier send of it landed just
+        // before is not known until the chain's newest blocks can be read: no proof either way.
+        return yield* Effect.fail(
+          new BroadcastRejected({
+            tx_hash,
+            reason: `its valid_until passed ${now - summary.valid_until} s ago; whether it landed just before is not known yet`,
+          }),
+        )
       }
       const outcome = yield* call(() => transport.send(summary.message))
       if (outcome.kind === "accepted") return { tx_hash }
@@ -371,7 +385,9 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
       if (landed !== null) return yield* settledStatus(tx_hash, summary, landed, log_index)
       const seqno = (yield* call(() => transport.getSeqno(summary.wallet))) ?? 0
       const now = yield* call(() => transport.now())
-      if (seqno <= summary.seqno && !expired(now, summary.valid_until)) return { status: "seen", tx_hash }
+      // Within the landing lag past its valid_until, a message may have landed unseen yet.
+      if (seqno <= summary.seqno && !expired(now - landing_lag, summary.valid_until))
+        return { status: "seen", tx_hash }
       // It may have landed between the two reads.
       const late = yield* landedNow()
       return late === null

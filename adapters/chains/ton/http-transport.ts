@@ -33,6 +33,11 @@ const landed_page_count_max = 50
 const transactions_page_size = 100
 const transactions_page_count_max = 20
 const request_timeout_ms_default = 10_000
+/**
+ * How long past its valid_until a message is still looked for (see `TonTransport.landing_lag_seconds`):
+ * masterchain blocks come every few seconds, and the two clocks may differ by some more.
+ */
+export const ton_http_landing_lag_seconds = 60
 
 /**
  * A transport for the API at `config.endpoint_url`.
@@ -120,6 +125,8 @@ export function makeHttpTransport(
 
   return {
     now: async () => Math.floor(Date.now() / 1000),
+    // This machine's clock, and a block's messages visible only after a masterchain block commits it.
+    landing_lag_seconds: ton_http_landing_lag_seconds,
     newestLt: async () => {
       const info = await client.getMasterchainInfo()
       const block = await client.getShardTransactions(info.workchain, info.latestSeqno, info.shard)

@@ -82,6 +82,13 @@ export interface LandedTransaction {
 export interface TonTransport {
   /** Unix seconds by the chain's clock, against which a message's `valid_until` is checked. */
   readonly now: () => Promise<number>
+  /**
+   * How long after its block a landed message may still be unseen here (its shard block not yet
+   * committed by a masterchain block, the API's indexing, the two clocks' skew): a message is taken
+   * for expired only this long after its `valid_until`. 0 when the chain is read as it runs (the
+   * sandbox); default 0.
+   */
+  readonly landing_lag_seconds?: number
   /** The newest logical time the chain has reached. */
   readonly newestLt: () => Promise<bigint>
   readonly account: (address: Address) => Promise<TonAccount>
