@@ -4,7 +4,8 @@
  * TEP-74's `transfer` to the sender's jetton wallet, whose address it computes as the minter does;
  * a transfer is `finalized` only once the recipient's jetton wallet credited it, with that credit as
  * its proof; a frozen recipient makes it `reverted` with the sender's jettons restored; a sender
- * without TON or jettons is refused before signing; an expired message is dropped; a rebroadcast
+ * without TON or jettons is refused before signing; an expired message is dropped; a landed one
+ * stays finalized however busy its jetton wallets are since; a rebroadcast
  * changes nothing; deposits and balances are read from the owners' jetton wallets.
  */
 import { Address, beginCell, Cell, contractAddress, loadMessage, loadMessageRelaxed, toNano } from "@ton/core"
@@ -14,6 +15,7 @@ import { beforeAll, describe, expect, test } from "vitest"
 import {
   jetton_attached_nanotons,
   jetton_forward_nanotons,
+  makeTonAdapter,
   message_ttl_seconds,
 } from "../../adapters/chains/ton/adapter.ts"
 import {
@@ -25,6 +27,7 @@ import {
   readJettonTransfer,
 } from "../../adapters/chains/ton/jetton.ts"
 import { summarizeMessage } from "../../adapters/chains/ton/transaction.ts"
+import type { TonTransport } from "../../adapters/chains/ton/transport.ts"
 import { deriveAddress, deriveSigningKey, type WalletKeyRef } from "../../domain/custody/derive.ts"
 import { compileTonContract } from "../../scripts/compile-ton-contracts.ts"
 import { startTonSandboxChain, type TonSandboxChain } from "../../src/chains/ton-sandbox.ts"
@@ -337,5 +340,26 @@ describe("TON adapter: jetton transfers on @ton/sandbox", () => {
     expect((await run(ton.adapter.transactionStatus(signed.tx_hash))).status).toBe("dropped")
     expect(failureTag(await runExit(ton.adapter.broadcast(signed.raw)))).toBe("TransactionExpired")
     expect(await jettons(recipient)).toBe(usdt(18))
+  })
+
+  test("a landed transfer stays finalized after its jetton wallets had many newer transactions (a transport that looks at the newest only when not told since when)", async () => {
+    // As the production transport does without `since_unix`: the newest 20 transactions only.
+    const newest_only: TonTransport = {
+      ...ton.transport,
+      landed: async (address, message_hash, since_unix) => {
+        if (since_unix !== undefined) return await ton.transport.landed(address, message_hash, since_unix)
+        const all = await ton.transport.transactionsOf(address, 0n, await ton.transport.newestLt(), 1_000_000)
+        return all.slice(-20).find((landed) => landed.in_message_hash === message_hash) ?? null
+      },
+    }
+    const adapter = makeTonAdapter(newest_only)
+    const busy = addressOf(6)
+    const signed = await run(adapter.signTransfer(keyOf(0), to(busy, usdt(1))))
+    await run(adapter.broadcast(signed.raw))
+    expect((await run(adapter.transactionStatus(signed.tx_hash))).status).toBe("finalized")
+    // A busy deposit address: 25 more credits to its jetton wallet.
+    for (let credit = 0; credit < 25; credit++) await ton.fund(busy, "USDT", 1n)
+    expect((await run(adapter.transactionStatus(signed.tx_hash))).status).toBe("finalized")
+    expect(await jettons(busy)).toBe(usdt(1) + 25n)
   })
 })

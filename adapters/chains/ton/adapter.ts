@@ -429,7 +429,7 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
   ) =>
     summary.jetton === null || landed.failed || landed.outgoing.length === 0
       ? Effect.succeed(statusOf(tx_hash, landed))
-      : jettonStatus(tx_hash, landed, log_index)
+      : jettonStatus(tx_hash, landed, log_index, signedAt(summary))
 
   /**
    * A jetton transfer is two hops past the sender's wallet: the sender's jetton wallet (which
@@ -439,14 +439,25 @@ export function makeTonAdapter(transport: TonTransport): ChainAdapter {
    * jetton wallet refused (the jettons bounced back, or never left), with the refusing transaction
    * as the proof; `confirmed` while a hop has not landed yet (the sender's wallet transaction is in
    * a block, the outcome is not known). The wallet's message at `log_index` starts the chain.
+   * `since_unix`, when known (a message this process signed), is the earliest any hop can have
+   * landed: each hop is then looked for back to it, however many transactions its account has had
+   * since (without it a transport may look at the newest ones only, and a busy recipient's credit
+   * could read `confirmed` for ever).
    */
-  const jettonStatus = (tx_hash: string, wallet_transaction: LandedTransaction, log_index: number) =>
+  const jettonStatus = (
+    tx_hash: string,
+    wallet_transaction: LandedTransaction,
+    log_index: number,
+    since_unix?: number,
+  ) =>
     Effect.gen(function* () {
       let current = wallet_transaction
       for (let hop = 0; hop < jetton_hop_count; hop++) {
         const message = current.outgoing[hop === 0 ? log_index : 0]
         if (message === undefined) return { status: "reverted", proof: proofOf(tx_hash, current) } as const
-        const next = yield* call(() => transport.landed(Address.parseRaw(message.to), message.message_hash))
+        const next = yield* call(() =>
+          transport.landed(Address.parseRaw(message.to), message.message_hash, since_unix),
+        )
         if (next === null) return { status: "confirmed", proof: proofOf(tx_hash, current) } as const
         if (next.failed) return { status: "reverted", proof: proofOf(tx_hash, next) } as const
         current = next
