@@ -270,6 +270,25 @@ describe("Solana adapter on LiteSVM", () => {
     expect(signed.from).toBe(addressOf(0))
   })
 
+  test("a deployed program given as the recipient is refused before anything is signed", async () => {
+    // The SPL Memo program (v1, owned by the first BPF loader) and the token program itself.
+    for (const to of [
+      "Memo1UhkJRfHyvLMcVucJwxXeuD728EqVDDwQDxFMNo",
+      "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA",
+    ]) {
+      const exists = await transport.account(to as Address)
+      expect(exists).not.toBeNull()
+      expect(await runExit(adapter.signTransfer(keyOf(0), { asset: usdc, to, amount: usdc_unit }))).toEqual(
+        Exit.fail(
+          expect.objectContaining({
+            _tag: "TransferWouldRevert",
+            reason: expect.stringContaining(`${to} is a program`),
+          }),
+        ),
+      )
+    }
+  })
+
   test("a sender without SOL for the fee gets a typed error and nothing is signed", async () => {
     const exit = await runExit(
       adapter.signTransfer(keyOf(2), { asset: usdc, to: addressOf(1), amount: usdc_unit }),

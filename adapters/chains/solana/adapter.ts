@@ -101,6 +101,17 @@ const token_programs: ReadonlySet<string> = new Set([
   "TokenzQdBNbLqP5VEhdkAS6EPFLC1PHnBqCXEpPxuEb",
 ])
 
+/**
+ * The loaders that own deployed programs (and an upgradeable program's data account). A program
+ * signs nothing, so tokens sent to one (into its associated token account) stay there for good.
+ */
+const program_loaders: ReadonlySet<string> = new Set([
+  "BPFLoader1111111111111111111111111111111111",
+  "BPFLoader2111111111111111111111111111111111",
+  "BPFLoaderUpgradeab1e11111111111111111111111",
+  "LoaderV411111111111111111111111111111111111",
+])
+
 export function makeSolanaAdapter(transport: SolanaTransport, config: SolanaChainConfig): ChainAdapter {
   assert(config.finality_confirmations >= 1, "finality needs at least one confirmation")
   const call = <A>(run: () => Promise<A>) => Effect.promise(run)
@@ -136,6 +147,13 @@ export function makeSolanaAdapter(transport: SolanaTransport, config: SolanaChai
         return yield* Effect.fail(
           new TransferWouldRevert({
             reason: `the destination ${to} is a token account, not a wallet: send to the wallet that owns it`,
+          }),
+        )
+      }
+      if (recipient !== null && program_loaders.has(recipient.owner)) {
+        return yield* Effect.fail(
+          new TransferWouldRevert({
+            reason: `the destination ${to} is a program, not a wallet: tokens sent to it could never be moved again`,
           }),
         )
       }
