@@ -13,12 +13,67 @@ export type Resolution =
   | { readonly ok: true; readonly addresses: ReadonlyArray<dns.LookupAddress> }
   | { readonly ok: false; readonly refusal: string }
 
-/** Every address of a host name, as the system resolver gives them (hosts file included). */
-export type ResolveHost = (hostname: string) => Promise<ReadonlyArray<dns.LookupAddress>>
+/** Every address of a host name; `signal` aborting gives the lookup up. */
+export type ResolveHost = (
+  hostname: string,
+  signal?: AbortSignal,
+) => Promise<ReadonlyArray<dns.LookupAddress>>
 
-const resolveWithSystem: ResolveHost = (hostname) => dns.promises.lookup(hostname, { all: true })
+/** Per DNS query: how long one try waits, and how many tries. */
+const dns_query_timeout_ms = 2_000
+const dns_query_tries = 2
 
-/** `promise`, or a rejection with the signal's reason as soon as it aborts (a lookup cannot be cancelled). */
+/**
+ * Resolves with DNS itself (A and AAAA queries, as c-ares makes them on the event loop), not with
+ * the system's `getaddrinfo`: that runs on libuv's four shared threads and cannot be cancelled, so
+ * endpoints at names whose servers never answer (a tenant's own, say) could hold every thread for
+ * as long as the system resolver waits, and stall every tenant's deliveries and the process's file
+ * and crypto work with them. A query here gives up after its tries, or when the attempt aborts.
+ * `localhost` and its subdomains are loopback (RFC 6761) without asking; the hosts file is not read
+ * (a production endpoint is a public name).
+ */
+export const resolveWithDns: ResolveHost = (hostname, signal) => resolveWith(undefined, hostname, signal)
+
+/** `resolveWithDns`, asking `servers` (`"127.0.0.1:5353"`) instead of the system's. */
+export const dnsResolverOf =
+  (servers: ReadonlyArray<string>): ResolveHost =>
+  (hostname, signal) =>
+    resolveWith(servers, hostname, signal)
+
+const resolveWith = async (
+  servers: ReadonlyArray<string> | undefined,
+  hostname: string,
+  signal: AbortSignal | undefined,
+): Promise<ReadonlyArray<dns.LookupAddress>> => {
+  const name = hostname.toLowerCase().replace(/\.$/, "")
+  if (name === "localhost" || name.endsWith(".localhost")) {
+    return [
+      { address: "127.0.0.1", family: 4 },
+      { address: "::1", family: 6 },
+    ]
+  }
+  const resolver = new dns.promises.Resolver({ timeout: dns_query_timeout_ms, tries: dns_query_tries })
+  if (servers !== undefined) resolver.setServers([...servers])
+  const cancel = () => resolver.cancel()
+  signal?.addEventListener("abort", cancel, { once: true })
+  try {
+    const [v4, v6] = await Promise.allSettled([resolver.resolve4(name), resolver.resolve6(name)])
+    const addresses = [
+      ...(v4.status === "fulfilled" ? v4.value.map((address) => ({ address, family: 4 })) : []),
+      ...(v6.status === "fulfilled" ? v6.value.map((address) => ({ address, family: 6 })) : []),
+    ]
+    if (addresses.length > 0) return addresses
+    throw v4.status === "rejected"
+      ? v4.reason
+      : v6.status === "rejected"
+        ? v6.reason
+        : new Error(`${name}: no address`)
+  } finally {
+    signal?.removeEventListener("abort", cancel)
+  }
+}
+
+/** `promise`, or a rejection with the signal's reason as soon as it aborts. */
 const untilAborted = <T>(promise: Promise<T>, signal: AbortSignal): Promise<T> =>
   new Promise<T>((resolve, reject) => {
     const abort = () => reject(signal.reason)
@@ -36,11 +91,12 @@ const untilAborted = <T>(promise: Promise<T>, signal: AbortSignal): Promise<T> =
 export async function resolvePublicAddresses(
   hostname: string,
   signal: AbortSignal,
-  resolve: ResolveHost = resolveWithSystem,
+  resolve: ResolveHost = resolveWithDns,
 ): Promise<Resolution> {
   const host = unbracketed(hostname)
   const family = isIP(host)
-  const addresses = family === 0 ? await untilAborted(resolve(host), signal) : [{ address: host, family }]
+  const addresses =
+    family === 0 ? await untilAborted(resolve(host, signal), signal) : [{ address: host, family }]
   const refusal = resolvedAddressRefusal(
     hostname,
     addresses.map((entry) => entry.address),

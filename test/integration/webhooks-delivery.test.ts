@@ -806,7 +806,7 @@ describe("production endpoints", () => {
 
   it.each([
     [
-      "a name that resolves to 127.0.0.1 (hosts file)",
+      "localhost, loopback by name (RFC 6761)",
       "localhost",
       /^refused: localhost resolves to 127\.0\.0\.1 \(loopback\)/,
     ],

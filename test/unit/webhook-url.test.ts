@@ -3,12 +3,15 @@
 // address), production refuses non-public hosts however the URL writes them, a URL is stored as the
 // WHATWG parser normalises it or refused when the parser would have to guess, and at delivery a
 // host is refused when any address it resolves to is not public, the connection being pinned to
-// the addresses checked.
+// the addresses checked; names are resolved by DNS queries on the event loop, which a silent server
+// cannot make hold libuv's threads.
+import { pbkdf2 } from "node:crypto"
+import * as dgram from "node:dgram"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import fc from "fast-check"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { pinnedLookup, resolvePublicAddresses } from "../../src/webhooks/endpoint-guard.ts"
+import { dnsResolverOf, pinnedLookup, resolvePublicAddresses } from "../../src/webhooks/endpoint-guard.ts"
 import {
   type AddressKind,
   checkWebhookUrl,
@@ -294,7 +297,7 @@ describe("at delivery", () => {
     expect(resolvedAddressRefusal("[::1]", ["::1"])).toBe("refused: ::1 is not a public address (loopback)")
   })
 
-  it("resolves with the system resolver (hosts file included) and checks what it gives", async () => {
+  it("resolves localhost as loopback (RFC 6761) and IP literals as themselves, and checks what it gives", async () => {
     const signal = new AbortController().signal
     const localhost = await resolvePublicAddresses("localhost", signal)
     expect(localhost.ok).toBe(false)
@@ -319,6 +322,37 @@ describe("at delivery", () => {
       ok: false,
       refusal: "refused: rebind.example resolves to 10.0.0.7 (private), not only to public addresses",
     })
+  })
+
+  it("resolves with DNS queries on the event loop: names whose server never answers hold none of libuv's threads, and an abort cancels them", async () => {
+    // A DNS server that takes every query and answers none.
+    const silent = dgram.createSocket("udp4")
+    const queries: Array<Buffer> = []
+    silent.on("message", (query) => queries.push(query))
+    await new Promise<void>((resolve) => silent.bind(0, "127.0.0.1", resolve))
+    try {
+      const resolve = dnsResolverOf([`127.0.0.1:${silent.address().port}`])
+      const controller = new AbortController()
+      const settled: Array<string> = []
+      const lookups = Array.from({ length: 8 }, (_, index) =>
+        resolve(`stuck-${index}.example`, controller.signal).then(
+          () => settled.push("answered"),
+          (error: NodeJS.ErrnoException) => settled.push(String(error.code)),
+        ),
+      )
+      // Eight lookups pending, more than libuv's four threads: work on those threads still runs.
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      expect(queries.length).toBeGreaterThan(0)
+      await new Promise<void>((resolve, reject) =>
+        pbkdf2("key", "salt", 1, 32, "sha256", (error) => (error ? reject(error) : resolve())),
+      )
+      expect(settled).toEqual([])
+      controller.abort()
+      await Promise.all(lookups)
+      expect(new Set(settled)).toEqual(new Set(["ECANCELLED"]))
+    } finally {
+      silent.close()
+    }
   })
 
   it("gives up on a resolver that does not answer when the attempt's signal aborts", async () => {
