@@ -3,7 +3,8 @@
 // and it does through the stored response: of two transactions storing one key, the second rolls
 // back, and its request is answered from what the first stored (a replay of the same request, a
 // 409 for another). And an API key revoked, rotated or suspended in one process stops working in
-// the other at once (a PostgreSQL notification), not after the other's cache expires.
+// the other at once (a PostgreSQL notification), not after the other's cache expires. A sandbox
+// test event sent to both is one event.
 import { randomBytes } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { Balance, Transaction, Wallet } from "../../src/http/api.ts"
@@ -22,6 +23,7 @@ let first: RunningPlatform
 let second: RunningPlatform
 let a: ApiClient
 let b: ApiClient
+let tenant_id: string
 
 beforeAll(async () => {
   // One key-encryption key for both, as in any deployment of several processes.
@@ -30,6 +32,7 @@ beforeAll(async () => {
   second = await startPlatform(env, { database: first.database })
   const registered = await registerTenant(first.url)
   a = registered.client
+  tenant_id = registered.credentials.tenant_id
   b = apiClient(second.url, registered.credentials satisfies Credentials)
   expectOk(
     await a.post("/api/v1/wallets", { external_id: "default", label: "default", chain: "ethereum" }),
@@ -95,6 +98,30 @@ describe("one Idempotency-Key in two processes at once", () => {
       expect(effects).toBe(1)
     }
   })
+  it("a sandbox test event sent to both: one event, and both answers name it", async () => {
+    const events = async () =>
+      Number(
+        (
+          await first.database.pool.query<{ n: string }>(
+            "select count(*) as n from platform.webhook_events where tenant_id = $1",
+            [tenant_id],
+          )
+        ).rows[0]?.n,
+      )
+    for (let round = 0; round < rounds; round += 1) {
+      const before = await events()
+      const headers = { "idempotency-key": `simulate-${round}` }
+      const body = { event_type: "payment.completed" }
+      const answers = await Promise.all([
+        a.post<{ event_id: string }>("/api/v1/sandbox/webhooks/simulate", body, headers),
+        b.post<{ event_id: string }>("/api/v1/sandbox/webhooks/simulate", body, headers),
+      ])
+      expect(answers.map((answer) => answer.status)).toEqual([202, 202])
+      expect(answers[0]?.body.event_id).toBe(answers[1]?.body.event_id)
+      expect((await events()) - before).toBe(1)
+    }
+  })
+
   it("a registration sent to both: one tenant, and both answers carry its key", async () => {
     for (let round = 0; round < 4; round += 1) {
       const body = {

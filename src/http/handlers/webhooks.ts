@@ -29,7 +29,13 @@ import {
 } from "../../webhooks/store.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
 import { badRequest, conflict, notFound, unprocessable } from "../errors.ts"
-import { idempotent, StoredResponseSealer, storeAfterwards, storedResponse } from "../idempotency.ts"
+import {
+  type IdempotencyTicket,
+  idempotent,
+  StoredResponseSealer,
+  storeAfterwards,
+  storedResponse,
+} from "../idempotency.ts"
 import { textLengths } from "../limits.ts"
 import { characterCount, db, listCursor, longerThan, parseLimit, requireSandbox, respond } from "./common.ts"
 import { faucetResponse } from "./wallets.ts"
@@ -207,7 +213,14 @@ const disabled = (webhook_id: string) =>
     "webhook_id",
   )
 
-const simulate = (payload: { event_type: string; webhook_id?: string | undefined }) =>
+/**
+ * Sends a sample event. The event and the stored response commit together: the same
+ * Idempotency-Key sent to two processes at once makes one event, and both answers name it.
+ */
+const simulate = (
+  payload: { event_type: string; webhook_id?: string | undefined },
+  ticket: IdempotencyTicket | undefined,
+) =>
   Effect.gen(function* () {
     const caller = yield* CurrentCaller
     const { pool } = yield* Platform
@@ -226,13 +239,19 @@ const simulate = (payload: { event_type: string; webhook_id?: string | undefined
       if (!target.enabled) return yield* disabled(payload.webhook_id)
     }
     const sent = yield* db(() =>
-      simulateEvent(pool, scopeOf(caller), {
-        event_type,
-        ...(payload.webhook_id === undefined ? {} : { webhook_id: payload.webhook_id }),
+      inTransaction(pool, async (client) => {
+        const simulated = await simulateEvent(client, scopeOf(caller), {
+          event_type,
+          ...(payload.webhook_id === undefined ? {} : { webhook_id: payload.webhook_id }),
+        })
+        if (simulated === undefined) return undefined
+        const body = { event_id: simulated.event_id, event_type }
+        if (ticket !== undefined) await storeResponse(client, storedResponse(ticket, 202, body))
+        return body
       }),
     )
     if (sent === undefined) return yield* notFound("webhook", payload.webhook_id ?? "", "webhook_id")
-    return { event_id: sent.event_id, event_type }
+    return sent
   })
 
 export const WebhooksHandlers = HttpApiBuilder.group(PlatformApi, "webhooks", (handlers) =>
@@ -349,7 +368,7 @@ export const SandboxHandlers = HttpApiBuilder.group(PlatformApi, "sandbox", (han
           Effect.gen(function* () {
             const caller = yield* CurrentCaller
             return yield* idempotent(caller, "webhooks.simulate", payload, (ticket) =>
-              Effect.flatMap(simulate(payload), storeAfterwards(ticket, 202)),
+              simulate(payload, ticket),
             )
           }),
         ),
