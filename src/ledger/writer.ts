@@ -615,16 +615,22 @@ export const makeLedgerWriter = (
 
   const committer = transaction === undefined ? undefined : makeCommitter(transaction)
 
-  /** Appends a batch's events; with a transaction hook, in a group commit with what it writes. */
+  /**
+   * Appends a batch's events; with a transaction hook, in a group commit with what it writes. A
+   * batch decided on another batch in flight is `speculative`: its events go only on the events
+   * that batch chained, so should that one fail, this one fails too (rather than land on whatever
+   * another process wrote at the same version).
+   */
   const appendBatch = (
     stream_id: string,
     expected: number | "no_stream",
     events: ReadonlyArray<NewEvent>,
     decided: ReadonlyArray<Outcome>,
+    speculative: boolean,
   ): Promise<Result.Result<AppendResult, WrongExpectedVersion>> =>
     committer === undefined
-      ? Effect.runPromise(Effect.result(store.append(stream_id, expected, events)))
-      : committer.submit({ stream_id, expected, events }, decided)
+      ? Effect.runPromise(Effect.result(store.append(stream_id, expected, events, { speculative })))
+      : committer.submit({ stream_id, expected, events, speculative }, decided)
 
   /**
    * Decides the next batch on top of the newest in-flight batch (or the committed state) and starts
@@ -663,7 +669,7 @@ export const makeLedgerWriter = (
               moved ? { kind: "conflict" } : { kind: "appended", events: [], version: base.version },
             (defect: unknown): FlightOutcome => ({ kind: "defect", defect }),
           )
-        : appendBatch(slot.stream_id, expected, events, decided).then(
+        : appendBatch(slot.stream_id, expected, events, decided, base.version !== slot.version).then(
             (appended): FlightOutcome =>
               Result.isSuccess(appended)
                 ? {

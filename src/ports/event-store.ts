@@ -54,8 +54,21 @@ export interface AppendResult {
   readonly events: ReadonlyArray<RecordedEvent>
 }
 
+/**
+ * How an append relates to the appender's earlier appends. `speculative`: the expected version is
+ * the head of an append of the same store that has not answered yet (a pipelining writer decided
+ * these events on top of that one's). They are chained only on the events that append chained,
+ * never on a head read from the database: if that append did not commit, another writer's events
+ * may have reached the same version, and these would land on a state they were not decided on.
+ * The append then fails with `WrongExpectedVersion` (its `actual` may equal `expected`: same
+ * version, other events).
+ */
+export interface AppendOptions {
+  readonly speculative?: boolean
+}
+
 /** One stream's part of a group commit (several streams, one transaction): an exact expected version, at least one event. */
-export interface StreamAppend {
+export interface StreamAppend extends AppendOptions {
   readonly stream_id: string
   readonly expected: number | "no_stream"
   readonly events: ReadonlyArray<NewEvent>
@@ -154,6 +167,7 @@ export class EventStore extends Context.Service<
       stream_id: string,
       expected: ExpectedVersion,
       events: ReadonlyArray<NewEvent>,
+      options?: AppendOptions,
     ): Effect.Effect<AppendResult, WrongExpectedVersion>
     /** Reads one stream in version order. An unknown stream reads as empty. */
     readStream(stream_id: string, options?: ReadStreamOptions): Effect.Effect<ReadonlyArray<RecordedEvent>>

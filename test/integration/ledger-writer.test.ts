@@ -274,6 +274,47 @@ describe("LedgerWriter", () => {
     expect((await foldStream(ledgerStreamId(ledger))).versions.length).toBe(versions.length)
   })
 
+  it.each(["direct appends", "group commit"])(
+    "two writers, %s: a pipelined batch chained on a batch that conflicted is never written on the other writer's events",
+    async (path) => {
+      const ledger = newLedger()
+      const now = 1_700_000_002_500
+      const a_store = makePostgresEventStore(db.pool)
+      // One command per batch, two batches in flight: the second is decided on the first's state.
+      const a = makeLedgerWriter(a_store, {
+        batch_commands_max: 1,
+        pipeline_depth: 2,
+        ...(path === "group commit"
+          ? { transaction: { appendStreams: a_store.appendStreamsInTransaction, hook: async () => {} } }
+          : {}),
+      })
+      const b = makeLedgerWriter(makePostgresEventStore(db.pool))
+      await setup(a, ledger, 2, 1n)
+      await Effect.runPromise(b.snapshot(ledger))
+      // B writes as many events as A's first batch will, so the stream reaches the version A's
+      // second batch expects, with other events: A's view (and its head cache) is now stale.
+      const other = await run(
+        b.execute(ledger, createTransfers([transfer("other", "world", "w1", 1n)], now), ctx()),
+      )
+      expect(Result.isSuccess(other)).toBe(true)
+      // A credits w0, then (pipelined on that credit) pays all of it away. The credit conflicts.
+      const [credit, pay] = await Promise.all([
+        run(a.execute(ledger, createTransfers([transfer("credit", "world", "w0", 100n)], now), ctx())),
+        run(a.execute(ledger, createTransfers([transfer("spend", "w0", "w1", 101n)], now), ctx())),
+      ])
+      expect(Result.isSuccess(credit)).toBe(true)
+      expect(Result.isSuccess(pay)).toBe(true)
+      // Replayed in order, w0 is never overdrawn: the payment comes after the credit it spent.
+      const events = await Effect.runPromise(store.readStream(ledgerStreamId(ledger)))
+      let state = initialState
+      for (const event of events) {
+        state = evolve(state, { type: event.event_type, data: event.data } as unknown as LedgerEvent)
+        expect(available(state, "w0")).toBeGreaterThanOrEqual(0n)
+      }
+      expect(events.map((e) => e.stream_version)).toEqual(events.map((_, i) => i + 1))
+    },
+  )
+
   it("group commit across ledgers: one transaction carries the batches of many ledgers, each hook sees its commands", async () => {
     const pg_store = makePostgresEventStore(db.pool)
     const transactions: Array<ReadonlyArray<string>> = []

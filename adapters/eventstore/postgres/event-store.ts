@@ -16,6 +16,7 @@ import { Effect, Layer, Result } from "effect"
 import pg from "pg"
 import { Database } from "../../../src/ports/database.ts"
 import {
+  type AppendOptions,
   type AppendResult,
   type ChainedAppend,
   type Checkpoint,
@@ -460,7 +461,9 @@ const append_attempt_max = 8
 /**
  * The non-empty append. The base head comes from `guess` (the store's cache of heads it wrote)
  * when it matches the expected version, else from a read; the database function rejects a base
- * that is no longer the head, and then we read the head and decide again.
+ * that is no longer the head, and then we read the head and decide again. A `speculative` append
+ * chains only on the guess (see `AppendOptions`): without it, or when the database rejects it, the
+ * append fails.
  */
 const appendRows = async (
   client: Queryable,
@@ -470,6 +473,7 @@ const appendRows = async (
   events: ReadonlyArray<NewEvent>,
   guess: Head | undefined,
   onChained: (head: Head) => void = () => {},
+  speculative = false,
 ): Promise<AppendOutcome & { readonly head?: Head }> => {
   let base: Head | undefined =
     expected === "no_stream"
@@ -477,6 +481,8 @@ const appendRows = async (
       : typeof expected === "number" && guess?.version === expected
         ? guess
         : undefined
+  if (speculative && base === undefined)
+    return { _tag: "WrongVersion", actual: (await readHead(client, stream_id)).version }
   for (let attempt = 1; attempt <= append_attempt_max; attempt++) {
     base ??= await readHead(client, stream_id)
     if (!matchesExpected(expected, base.version)) return { _tag: "WrongVersion", actual: base.version }
@@ -510,8 +516,9 @@ const appendRows = async (
       }
     }
     // The head moved (or our guess of its hash was stale). With an exact expectation a different
-    // version is final; otherwise read the head and try again.
-    if (expected !== "any" && outcome.actual !== base.version)
+    // version is final, and so is any mismatch of a speculative append (the events it was decided
+    // on are not there); otherwise read the head and try again.
+    if (speculative || (expected !== "any" && outcome.actual !== base.version))
       return { _tag: "WrongVersion", actual: outcome.actual }
     base = undefined
   }
@@ -786,6 +793,7 @@ export const makePostgresEventStore = (
     stream_id: string,
     expected: ExpectedVersion,
     events: ReadonlyArray<NewEvent>,
+    options: AppendOptions = {},
   ) =>
     toAppendEffect(stream_id, expected, async () => {
       assertAppendArguments(stream_id, expected, events)
@@ -807,6 +815,7 @@ export const makePostgresEventStore = (
         events,
         heads.get(stream_id),
         (head) => rememberHead(stream_id, head),
+        options.speculative === true,
       )
       if (outcome.head !== undefined) advanceHead(stream_id, outcome.head)
       else heads.delete(stream_id)
@@ -839,16 +848,19 @@ export const makePostgresEventStore = (
       const streams: Array<number> = []
       const bases: Array<Head> = []
       for (const index of included) {
-        const { stream_id, expected } = appends[index] as StreamAppend
+        const { stream_id, expected, speculative } = appends[index] as StreamAppend
         const version = expected === "no_stream" ? 0 : expected
         const guess =
           expected === "no_stream" ? { version: 0, last_hash: GENESIS_HASH } : heads.get(stream_id)
         let base = guess
+        let chainable = true
         if (base?.version !== version) {
           releaseWrites()
           base = await readHead(client, stream_id)
+          // A speculative append chains only on the head its predecessor chained (AppendOptions).
+          chainable = speculative !== true
         }
-        if (base.version !== version) results[index] = wrong(index, base.version)
+        if (base.version !== version || !chainable) results[index] = wrong(index, base.version)
         else {
           streams.push(index)
           bases.push(base)
@@ -1073,8 +1085,8 @@ export const makePostgresEventStore = (
     })
 
   return {
-    append: (stream_id, expected, events) =>
-      appendWith(undefined, stream_id, expected, events).pipe(Effect.withSpan("EventStore.append")),
+    append: (stream_id, expected, events, options) =>
+      appendWith(undefined, stream_id, expected, events, options).pipe(Effect.withSpan("EventStore.append")),
     appendStreamsInTransaction,
     appendWithClient: (client, stream_id, expected, events) =>
       appendWith(client, stream_id, expected, events).pipe(Effect.withSpan("EventStore.appendWithClient")),
