@@ -58,10 +58,14 @@ export interface VoidPendingTransfer {
   readonly now_ms: number
 }
 
-/** Releases every pending transfer whose expiry is at or before the ledger clock. */
+/**
+ * Releases every pending transfer whose expiry is at or before the ledger clock; with `max_count`,
+ * only that many of them (soonest first), the rest for later commands.
+ */
 export interface ExpirePendingTransfers {
   readonly type: "ExpirePendingTransfers"
   readonly now_ms: number
+  readonly max_count?: number
 }
 
 export type LedgerCommand =

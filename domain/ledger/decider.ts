@@ -108,7 +108,12 @@ export function decideAndEvolve(
 ): Result.Result<Decided, LedgerError> {
   assertLedgerTime(command.now_ms)
   const now_ms = Math.max(state.clock_ms, command.now_ms)
-  const lapsed = expireDue(state, now_ms)
+  const bounded = command.type === "ExpirePendingTransfers" ? command.max_count : undefined
+  assert(
+    bounded === undefined || (Number.isSafeInteger(bounded) && bounded > 0),
+    "max_count is a positive integer",
+  )
+  const lapsed = expireDue(state, now_ms, bounded ?? Number.POSITIVE_INFINITY)
   const decided = decideCommand(command, lapsed.state, now_ms)
   if (Result.isFailure(decided) || lapsed.events.length === 0) return decided
   return Result.succeed({
@@ -155,14 +160,17 @@ function decideCommand(command: LedgerCommand, state: LedgerState, now_ms: numbe
 }
 
 /**
- * Lapses every reservation due at `now_ms`. The loop is bounded by the pending transfers that have
- * an expiry, and each step removes one from the index.
+ * Lapses the reservations due at `now_ms`, soonest first, at most `max_count`. The loop is bounded
+ * by the pending transfers that have an expiry, and each step removes one from the index.
  */
-function expireDue(state: LedgerState, now_ms: number): Decided {
+function expireDue(state: LedgerState, now_ms: number, max_count: number): Decided {
   const events: Array<PendingTransferExpired> = []
   const expired_at = isoFromMs(now_ms)
   let current = state
-  for (let due = firstExpiry(current.expiries); due !== null && due.expires_at_ms <= now_ms; ) {
+  for (
+    let due = firstExpiry(current.expiries);
+    due !== null && due.expires_at_ms <= now_ms && events.length < max_count;
+  ) {
     const event: PendingTransferExpired = {
       type: "PendingTransferExpired",
       data: { pending_id: due.transfer_id, expired_at },

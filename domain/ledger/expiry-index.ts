@@ -92,3 +92,21 @@ function leftmost(tree: ExpiryNode): ExpiryNode {
 export function firstExpiry(tree: ExpiryIndex): ExpiryEntry | null {
   return tree === null ? null : leftmost(tree)
 }
+
+/**
+ * How many entries are due at `now_ms` (expire at or before it), counting no further than `limit`:
+ * an in-order walk that stops at the first entry not due or at the limit, so O(limit + log n).
+ */
+export function countDue(tree: ExpiryIndex, now_ms: number, limit: number): number {
+  let count = 0
+  const walk = (subtree: ExpiryIndex): boolean => {
+    if (subtree === null || count >= limit) return count < limit
+    if (!walk(subtree.left)) return false
+    if (subtree.expires_at_ms > now_ms) return false
+    count += 1
+    if (count >= limit) return false
+    return walk(subtree.right)
+  }
+  walk(tree)
+  return count
+}

@@ -62,6 +62,7 @@ export {
   type TransferCreated,
 } from "./events.ts"
 export { evolve, evolveAll } from "./evolve.ts"
+export { countDue } from "./expiry-index.ts"
 export {
   divideRoundHalfEven,
   type PaymentTransfersInput,
@@ -81,6 +82,7 @@ export {
 } from "./invariants.ts"
 export {
   codeMax,
+  expiriesPerCommandMax,
   finalRecordCountMax,
   idLengthMax,
   ledgerTimeMsMax,

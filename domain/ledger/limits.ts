@@ -6,6 +6,13 @@
 /** Transfers in one CreateTransfers command (TigerBeetle's batch size: a group fits one append). */
 export const transferBatchCountMax = 8190
 
+/**
+ * Reservations one command lapses at most. Many reservations can fall due together (a burst of
+ * payments with the same expiry); the writer then first records them in commands of this many each
+ * (`ExpirePendingTransfers` with `max_count`), so no command's events outgrow one append.
+ */
+export const expiriesPerCommandMax = 1_000
+
 /** Longest account, transfer, pending or group id: room for a UUID with a readable prefix. */
 export const idLengthMax = 256
 

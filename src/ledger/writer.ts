@@ -23,8 +23,11 @@ import {
 } from "../../domain/ledger/events.ts"
 import {
   compactTransfersWhenDue,
+  countDue,
+  type Decided,
   decideAndEvolve,
   evolve,
+  expiriesPerCommandMax,
   initialState,
   type LedgerError,
   type LedgerState,
@@ -158,6 +161,11 @@ export type WriterError = LedgerError | IdempotencyKeyReused | ConcurrencyRetrie
 export interface WriterOptions {
   /** Commands decided and appended together at most. */
   readonly batch_commands_max?: number
+  /**
+   * Events of one batch at most (a command alone may have more: up to `transferBatchCountMax` of its
+   * own and `expiriesPerCommandMax` expiries before them, within the store's 10,000 per append).
+   */
+  readonly batch_events_max?: number
   /** Commands waiting per ledger at most before new ones are refused. */
   readonly queue_commands_max?: number
   /** Reload-and-retry rounds after version conflicts at most. */
@@ -393,6 +401,7 @@ export const makeLedgerWriter = (
   options: WriterOptions = {},
 ): LedgerWriterService => {
   const batch_commands_max = options.batch_commands_max ?? 1024
+  const batch_events_max = options.batch_events_max ?? 4_096
   const queue_commands_max = options.queue_commands_max ?? 20_000
   const conflict_retry_max = options.conflict_retry_max ?? 16
   const pipeline_depth = options.pipeline_depth ?? 2
@@ -480,13 +489,72 @@ export const makeLedgerWriter = (
     return slot.loading
   }
 
-  /** Decides a batch against `base` (committed or speculative) without touching the slot. */
+  /**
+   * A command of the writer's own that lapses `expiriesPerCommandMax` of the reservations due before
+   * `waiter`'s command. Nobody waits for it; like any command it goes through the transaction hook.
+   */
+  const backlogExpiry = (waiter: Waiter): Waiter => ({
+    ledger: waiter.ledger,
+    command: {
+      type: "ExpirePendingTransfers",
+      now_ms: waiter.command.now_ms,
+      max_count: expiriesPerCommandMax,
+    },
+    context: { actor: "system:expiry", correlation_id: waiter.context.correlation_id, idempotency_key: null },
+    fingerprint: "",
+    resolve: () => {},
+    reject: () => {},
+    conflicts: 0,
+    alone: false,
+  })
+
+  /**
+   * Decides a batch against `base` (committed or speculative) without touching the slot. Before a
+   * command that would lapse more than `expiriesPerCommandMax` reservations, the backlog is lapsed
+   * in commands of the writer's own (`backlogExpiry`), so no command outgrows an append. The batch
+   * stops before a command that would take it past `batch_events_max`: that one and the rest are
+   * `leftover`, for the next batch; `taken` are the commands it decided.
+   */
   const decideBatch = (slot: LedgerSlot, base: LedgerState, batch: ReadonlyArray<Waiter>) => {
     let state = base
     const events: Array<NewEvent> = []
     const decided: Array<Outcome> = []
+    const taken: Array<Waiter> = []
+    let leftover: ReadonlyArray<Waiter> = []
     const keysInBatch = new Map<string, { index: number; fingerprint: string }>()
-    for (const waiter of batch) {
+    /** Adds a decided command's events to the batch. */
+    const record = (waiter: Waiter, key: string | null, result: Decided) => {
+      // Keys in sorted order: the event store then writes their canonical JSON natively.
+      const metadata: EventMetadata = {
+        actor: waiter.context.actor,
+        causation_id: waiter.context.causation_id ?? null,
+        correlation_id: waiter.context.correlation_id,
+        environment: waiter.ledger.environment,
+        idempotency_key: key,
+        tenant: waiter.ledger.tenant,
+      }
+      state = result.state
+      if (key !== null) keysInBatch.set(key, { index: decided.length, fingerprint: waiter.fingerprint })
+      decided.push({ waiter, outcome: { kind: "events", from: events.length, count: result.events.length } })
+      result.events.forEach((event, index) => {
+        const withFingerprint: EventMetadata =
+          key !== null && index === 0
+            ? {
+                actor: metadata.actor,
+                causation_id: metadata.causation_id,
+                command_fingerprint: waiter.fingerprint,
+                correlation_id: metadata.correlation_id,
+                environment: metadata.environment,
+                idempotency_key: key,
+                tenant: metadata.tenant,
+              }
+            : metadata
+        events.push(toNewEvent(event, withFingerprint, waiter.command.now_ms))
+      })
+    }
+    /** Whether `count` more events would take a batch that has some past its bound. */
+    const overflows = (count: number) => events.length > 0 && events.length + count > batch_events_max
+    for (const [position, waiter] of batch.entries()) {
       const key = waiter.context.idempotency_key ?? null
       if (key !== null) {
         const earlier = slot.idempotency.get(key)
@@ -506,46 +574,30 @@ export const makeLedgerWriter = (
           } else if (inBatch !== undefined) {
             decided.push({ waiter, outcome: { kind: "same_batch", index: inBatch.index } })
           }
+          taken.push(waiter)
           continue
         }
       }
-      const result = decideAndEvolve(waiter.command, state)
-      if (Result.isFailure(result)) {
+      const now_ms = Math.max(state.clock_ms, waiter.command.now_ms)
+      let backlog = countDue(state.expiries, now_ms, expiriesPerCommandMax + 1) > expiriesPerCommandMax
+      while (backlog && !overflows(expiriesPerCommandMax)) {
+        const expiry = backlogExpiry(waiter)
+        const lapsed = decideAndEvolve(expiry.command, state)
+        if (Result.isFailure(lapsed)) throw new Error(`ledger ${slot.stream_id}: an expiry was refused`)
+        record(expiry, null, lapsed.success)
+        backlog = countDue(state.expiries, now_ms, expiriesPerCommandMax + 1) > expiriesPerCommandMax
+      }
+      const result = backlog ? undefined : decideAndEvolve(waiter.command, state)
+      if (result === undefined || (Result.isSuccess(result) && overflows(result.success.events.length))) {
+        leftover = batch.slice(position)
+        break
+      }
+      taken.push(waiter)
+      if (Result.isFailure(result))
         decided.push({ waiter, outcome: { kind: "error", error: result.failure } })
-        continue
-      }
-      // Keys in sorted order: the event store then writes their canonical JSON natively.
-      const metadata: EventMetadata = {
-        actor: waiter.context.actor,
-        causation_id: waiter.context.causation_id ?? null,
-        correlation_id: waiter.context.correlation_id,
-        environment: waiter.ledger.environment,
-        idempotency_key: key,
-        tenant: waiter.ledger.tenant,
-      }
-      state = result.success.state
-      if (key !== null) keysInBatch.set(key, { index: decided.length, fingerprint: waiter.fingerprint })
-      decided.push({
-        waiter,
-        outcome: { kind: "events", from: events.length, count: result.success.events.length },
-      })
-      result.success.events.forEach((event, index) => {
-        const withFingerprint: EventMetadata =
-          key !== null && index === 0
-            ? {
-                actor: metadata.actor,
-                causation_id: metadata.causation_id,
-                command_fingerprint: waiter.fingerprint,
-                correlation_id: metadata.correlation_id,
-                environment: metadata.environment,
-                idempotency_key: key,
-                tenant: metadata.tenant,
-              }
-            : metadata
-        events.push(toNewEvent(event, withFingerprint, waiter.command.now_ms))
-      })
+      else record(waiter, key, result.success)
     }
-    return { state, events, decided }
+    return { state, events, decided, taken, leftover }
   }
 
   /** The events of an earlier command, read back from the store. */
@@ -658,9 +710,10 @@ export const makeLedgerWriter = (
       if (next.alone) break
     }
     if (batch.length === 0) return false
-    const { state, events, decided } = decideBatch(slot, base.state, batch)
+    const { state, events, decided, taken, leftover } = decideBatch(slot, base.state, batch)
+    slot.queue.unshift(...leftover)
     const keys = new Set<string>()
-    for (const waiter of batch) if (waiter.context.idempotency_key) keys.add(waiter.context.idempotency_key)
+    for (const waiter of taken) if (waiter.context.idempotency_key) keys.add(waiter.context.idempotency_key)
     const expected = base.version === 0 ? "no_stream" : base.version
     const done: Promise<FlightOutcome> =
       events.length === 0
@@ -680,7 +733,14 @@ export const makeLedgerWriter = (
                 : { kind: "conflict" },
             (defect: unknown): FlightOutcome => ({ kind: "defect", defect }),
           )
-    slot.inFlight.push({ batch, decided, state, version_after: base.version + events.length, keys, done })
+    slot.inFlight.push({
+      batch: taken,
+      decided,
+      state,
+      version_after: base.version + events.length,
+      keys,
+      done,
+    })
     return true
   }
 

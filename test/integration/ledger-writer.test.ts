@@ -449,6 +449,70 @@ describe("LedgerWriter", () => {
     ])
   })
 
+  it.each(["direct appends", "group commit"])(
+    "%s: more reservations lapsing together than one append can hold are expired in bounded commands, and the ledger goes on",
+    async (path) => {
+      const ledger = newLedger()
+      const pg_store = makePostgresEventStore(db.pool)
+      const hooked: Array<number> = []
+      const writer = makeLedgerWriter(pg_store, {
+        ...(path === "group commit"
+          ? {
+              transaction: {
+                appendStreams: pg_store.appendStreamsInTransaction,
+                hook: async (_client: unknown, appended: ReadonlyArray<{ events: ReadonlyArray<unknown> }>) => {
+                  for (const command of appended) hooked.push(command.events.length)
+                },
+              },
+            }
+          : {}),
+      })
+      const reservations = 10_050
+      await setup(writer, ledger, 2, BigInt(reservations))
+      const now = 1_700_000_003_000
+      // Two commands reserve 10,050 units one at a time, all lapsing at the same instant.
+      for (const [from, to] of [
+        [0, 5_025],
+        [5_025, reservations],
+      ] as const) {
+        const held = await run(
+          writer.execute(
+            ledger,
+            createTransfers(
+              Array.from({ length: to - from }, (_, i) =>
+                transfer(`hold${from + i}`, "w0", "w1", 1n, { pending: { timeout_ms: 1_000 } }),
+              ),
+              now,
+            ),
+            ctx(),
+          ),
+        )
+        expect(Result.isSuccess(held)).toBe(true)
+      }
+      const before = (await foldStream(ledgerStreamId(ledger))).versions.length
+      // A payment after the expiry: every reservation lapses first, more than one append holds.
+      const pay = await run(
+        writer.execute(ledger, createTransfers([transfer("after", "w0", "w1", 10n)], now + 2_000), ctx()),
+      )
+      if (!Result.isSuccess(pay)) throw new Error(`the payment failed: ${pay.failure._tag}`)
+      const { state, versions } = await foldStream(ledgerStreamId(ledger))
+      expect(versions).toEqual(versions.map((_, i) => i + 1))
+      expect(versions.length - before).toBe(reservations + 1)
+      expect(available(state, "w0")).toBe(BigInt(reservations) - 10n)
+      expect(state.expiries).toBeNull()
+      // The payment's own answer carries its transfer and at most one command's worth of expiries.
+      expect(pay.success.events.at(-1)?.event_type).toBe("TransferCreated")
+      expect(pay.success.events.length).toBeLessThanOrEqual(1_001)
+      // The ledger takes the next command as usual.
+      const next = await run(
+        writer.execute(ledger, createTransfers([transfer("next", "w1", "w0", 1n)], now + 3_000), ctx()),
+      )
+      expect(Result.isSuccess(next)).toBe(true)
+      if (path === "group commit") expect(Math.max(...hooked)).toBeLessThanOrEqual(5_025)
+    },
+    60_000,
+  )
+
   it("group commit: a hook failing for one command fails only that command; its ledger's other commands and the other ledgers commit", async () => {
     const pg_store = makePostgresEventStore(db.pool)
     let shared_with_poison = 0

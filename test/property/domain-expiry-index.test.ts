@@ -1,7 +1,8 @@
-// Proves the persistent expiry index agrees with a sorted array for any sequence of adds and removes, stays balanced, and never changes an older version.
+// Proves the persistent expiry index agrees with a sorted array for any sequence of adds and removes (its first entry and its count of due entries too), stays balanced, and never changes an older version.
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import {
+  countDue,
   type ExpiryEntry,
   type ExpiryIndex,
   emptyExpiryIndex,
@@ -58,6 +59,11 @@ describe("expiry index", () => {
           expect(inOrder(before)).toEqual(beforeEntries)
           expect(inOrder(tree)).toEqual(model)
           expect(firstExpiry(tree)?.transfer_id).toBe(model[0]?.transfer_id)
+          for (const now_ms of [-1, 0, 7, 20])
+            for (const limit of [1, 3, 100]) {
+              const due = model.filter((e) => e.expires_at_ms <= now_ms).length
+              expect(countDue(tree, now_ms, limit)).toBe(Math.min(due, limit))
+            }
           balancedHeight(tree)
         }
       }),
