@@ -12,7 +12,7 @@ import type pg from "pg"
 import type { LedgerError } from "../../domain/ledger/errors.ts"
 import type { Environment } from "../../domain/platform/scopes.ts"
 import { type TokenSymbol, tokenAsset, type WalletChain } from "../../domain/platform/tokens.ts"
-import type { LedgerWriterService } from "../ledger/writer.ts"
+import { commandFingerprint, type LedgerWriterService } from "../ledger/writer.ts"
 import {
   ensureAccounts,
   escrowAccount,
@@ -50,7 +50,10 @@ const alreadyReleased = (error: { readonly _tag: string }) =>
 
 /**
  * A settlement's first step: the reservation posted to escrow, the payee recorded on the payment in
- * the same transaction (see `settlement_posted`).
+ * the same transaction (see `settlement_posted`). The payee is part of the step's idempotency
+ * fingerprint: a retry for the same payee replays, but a settlement that chose its payee on a stale
+ * read (the identifier has since moved to another wallet, and another settlement posted to that one)
+ * is refused with `IdempotencyKeyReused` instead of replaying the other's post as its own.
  */
 export const postSettlement = (
   writer: LedgerWriterService,
@@ -66,11 +69,19 @@ export const postSettlement = (
     transaction_id: txn,
     to_wallet_id,
   }
-  return writer.execute(
-    ledgerOf(scope.tenant_id, scope.environment),
-    { type: "PostPendingTransfer", transfer_id: `${txn}:post`, pending_id: txn, now_ms: Date.now() },
-    { actor: "settlement", correlation_id: txn, idempotency_key: `settle:${txn}:post`, attachment },
-  )
+  const command = {
+    type: "PostPendingTransfer" as const,
+    transfer_id: `${txn}:post`,
+    pending_id: txn,
+    now_ms: Date.now(),
+  }
+  return writer.execute(ledgerOf(scope.tenant_id, scope.environment), command, {
+    actor: "settlement",
+    correlation_id: txn,
+    idempotency_key: `settle:${txn}:post`,
+    fingerprint: `${commandFingerprint(command)}:payee=${to_wallet_id}`,
+    attachment,
+  })
 }
 
 /**
@@ -128,10 +139,15 @@ const settleOne = (
     )
     if (posted._tag === "Failure") {
       if (alreadyReleased(posted.failure)) return "settled" as const
-      return yield* Effect.fail(posted.failure)
+      if (posted.failure._tag !== "IdempotencyKeyReused") return yield* Effect.fail(posted.failure)
+      // Another settlement posted it to the payee it recorded (this one read an older link): that
+      // payee gets the money, by that settlement or by the sweeper; nothing is done here. Unless
+      // this is that payee: a post recorded before the payee was part of the fingerprint.
+      if (payment.to_wallet_id !== to_wallet_id) return "taken" as const
+    } else if (posted.success === "unlinked") {
+      // The identifier was unlinked from this payee before the post: nothing moved, the payment waits.
+      return "unlinked" as const
     }
-    // The identifier was unlinked from this payee before the post: nothing moved, the payment waits.
-    if (posted.success === "unlinked") return "unlinked" as const
     const amount = BigInt(payment.amount)
     const fee = BigInt(payment.fee)
     const attachment: LedgerAttachment = {

@@ -12,6 +12,7 @@ import { makePostgresEventStore } from "../../adapters/eventstore/postgres/event
 import type { JsonObject } from "../../domain/webhooks/events.ts"
 import type { Balance, Transaction } from "../../src/http/api.ts"
 import { composeHooks, makeLedgerWriter } from "../../src/ledger/writer.ts"
+import type { LedgerAttachment } from "../../src/platform/payments.ts"
 import { ledgerHook, PayeeUnlinked } from "../../src/platform/payments.ts"
 import { postSettlement } from "../../src/platform/settlement.ts"
 import { enqueueSubscribedEvents } from "../../src/webhooks/store.ts"
@@ -62,9 +63,19 @@ const settledTo = async (transaction_id: string) => {
  * What a settlement's first step does in the platform, by a process that then dies before the
  * release; the Exit of its post.
  */
-const postOnly = async (transaction_id: string, to_wallet_id: string) => {
+const postOnly = async (transaction_id: string, to_wallet_id: string) =>
+  await Effect.runPromiseExit(
+    postSettlement(
+      settlementWriter(),
+      { tenant_id, environment: "sandbox" },
+      { transaction_id },
+      to_wallet_id,
+    ),
+  )
+/** A writer with the platform's ledger hook, as a settling process has. */
+const settlementWriter = () => {
   const store = makePostgresEventStore(platform.database.pool)
-  const writer = makeLedgerWriter(store, {
+  return makeLedgerWriter(store, {
     transaction: {
       appendStreams: store.appendStreamsInTransaction,
       hook: composeHooks(
@@ -77,9 +88,6 @@ const postOnly = async (transaction_id: string, to_wallet_id: string) => {
       ),
     },
   })
-  return await Effect.runPromiseExit(
-    postSettlement(writer, { tenant_id, environment: "sandbox" }, { transaction_id }, to_wallet_id),
-  )
 }
 const postThenDie = async (transaction_id: string, to_wallet_id: string) => {
   const posted = await postOnly(transaction_id, to_wallet_id)
@@ -197,6 +205,66 @@ describe("a settlement's post racing an unlink", () => {
     expect(await usdc(second)).toMatchObject({ amount: "4.00", reserved: "0.00" })
     expect(await usdc(payer)).toMatchObject({ amount: "5.988", reserved: "0.00" })
     expect(await usdc(first)).toMatchObject({ amount: "0.00", reserved: "0.00" })
+  }, 60_000)
+})
+
+describe("a settlement that chose its payee on a stale read", () => {
+  it("never takes another settlement's post as its own, and a post recorded before payees were fingerprinted is still finished", async () => {
+    const payer = await wallet("stale-payer")
+    const old_wallet = await wallet("stale-old")
+    const new_wallet = await wallet("stale-new")
+    expectOk(await client.post("/api/v1/sandbox/faucet", { wallet_id: payer, token: "USDC", amount: "100" }))
+    const pay = async (recipient: string) =>
+      expectOk(
+        await client.post<typeof Transaction.Type>("/api/social-payments/pay", {
+          recipient,
+          amount: "3",
+          token: "USDC",
+          from_wallet: payer,
+        }),
+      )
+    const moved = await pay("+14155550131")
+    // The identifier was linked to `old_wallet` when a settlement read it; it has moved to
+    // `new_wallet` since, and another settlement posted there (and died before the release).
+    await identity("idn_stale_1", "+14155550131", new_wallet)
+    await postThenDie(moved.transaction_id, new_wallet)
+    // The stale settlement's post is refused: replaying the other's would send it on to release the
+    // money into `old_wallet`.
+    const stale = await postOnly(moved.transaction_id, old_wallet)
+    expect(Exit.isFailure(stale) && Cause.squash(stale.cause)).toMatchObject({ _tag: "IdempotencyKeyReused" })
+    expect(await settledTo(moved.transaction_id)).toMatchObject({
+      status: "completed",
+      to_wallet: new_wallet,
+    })
+
+    // A post an earlier version made (its fingerprint without the payee), then a crash: the
+    // sweeper finishes it into the payee it recorded. The sweeper may settle a payment itself
+    // between the link and that post; then another payment is tried.
+    const legacyPost = async (recipient: string) => {
+      const txn = (await pay(recipient)).transaction_id
+      await identity(`idn_${recipient}`, recipient, new_wallet)
+      const attachment: LedgerAttachment = {
+        kind: "settlement_posted",
+        tenant_id,
+        environment: "sandbox",
+        transaction_id: txn,
+        to_wallet_id: new_wallet,
+      }
+      const posted = await Effect.runPromiseExit(
+        settlementWriter().execute(
+          { tenant: tenant_id, environment: "sandbox" },
+          { type: "PostPendingTransfer", transfer_id: `${txn}:post`, pending_id: txn, now_ms: Date.now() },
+          { actor: "settlement", correlation_id: txn, idempotency_key: `settle:${txn}:post`, attachment },
+        ),
+      )
+      expect(await settledTo(txn)).toMatchObject({ status: "completed", to_wallet: new_wallet })
+      return Exit.isSuccess(posted) && !posted.value.replayed
+    }
+    let tries = 1
+    while (!(await legacyPost(`+1415555014${tries}`)) && tries < 5) tries += 1
+    expect(tries).toBeLessThan(5)
+    expect(await usdc(old_wallet)).toMatchObject({ amount: "0.00", reserved: "0.00" })
+    expect(await usdc(new_wallet)).toMatchObject({ amount: `${3 * (tries + 1)}.00`, reserved: "0.00" })
   }, 60_000)
 })
 
