@@ -846,8 +846,11 @@ export function startTransferWorker(
     }
   }
 
-  /** Transfers a job of this process is holding: another job of one of them here ends at once. */
-  const holding = new Set<string>()
+  /**
+   * Transfers a job of this process is holding, with that job's id: another job of one of them here
+   * ends at once (see `runJob`).
+   */
+  const holding = new Map<string, string>()
 
   /**
    * Runs one job: advances its transfer, then keeps polling it in this process every
@@ -856,10 +859,8 @@ export function startTransferWorker(
    * worker stops. Holding saves the queue round trip per poll, which is most of a transfer's
    * latency on a chain with 1 s blocks.
    */
-  const hold = async (transfer_id: string) => {
-    // The job holding it goes on and queues the next poll itself.
-    if (holding.has(transfer_id)) return
-    holding.add(transfer_id)
+  const hold = async (transfer_id: string, job_id: string) => {
+    holding.set(transfer_id, job_id)
     try {
       await holdHeld(transfer_id)
     } finally {
@@ -922,8 +923,20 @@ export function startTransferWorker(
   }
 
   const runJob = async (job: JobWithMetadata<TransferJob>) => {
+    const holder = holding.get(job.data.transfer_id)
+    if (holder !== undefined) {
+      // The job holding the transfer goes on and queues the next poll itself. This one ends at once;
+      // if it is that very job, run again by pg-boss past its expiry, it is left to the run still
+      // going, which completes it or, on an error, fails it for a retry (completed here, the
+      // failure would find it completed, and the transfer would have no job).
+      if (holder !== job.id)
+        await boss.complete(transfer_queue, job.id, null, { db: pgBossDb(pool) }).catch(onError)
+      in_flight -= 1
+      wakeAll()
+      return
+    }
     try {
-      await hold(job.data.transfer_id)
+      await hold(job.data.transfer_id, job.id)
       await boss.complete(transfer_queue, job.id, null, { db: pgBossDb(pool) })
     } catch (error) {
       onError(error)

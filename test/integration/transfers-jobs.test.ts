@@ -119,4 +119,36 @@ describe("a transfer's jobs", () => {
     expect((await kit.loadRow(row.transfer_id)).status).toBe("pending")
     expect(Math.max(...samples)).toBeLessThanOrEqual(1)
   }, 60_000)
+
+  it("a job run again while its first run holds the transfer is left to that run: when that run fails, the job is retried", async () => {
+    const address = deriveAddress(seed, { chain: "solana", tenant_index: 0, wallet_index: 5 }) as Address
+    const wallet: SourceWallet = {
+      wallet_id: "wal_jobs_fail",
+      chain: "solana",
+      address,
+      tenant_index: 0,
+      wallet_index: 5,
+    }
+    await local.fund(address, "USDC", 1_000_000_000n)
+    await kit.creditLedger(wallet)
+    const recipient = deriveAddress(seed, { chain: "solana", tenant_index: 0, wallet_index: 6 })
+    let fail: (error: Error) => void = () => {}
+    slow_read = new Promise<void>((_resolve, reject) => {
+      fail = reject
+    })
+    const row = await kit.request(wallet, recipient, 5_000_000n)
+    const polls = async () => (await kit.loadRow(row.transfer_id)).poll_count
+    await kit.withWorker(async () => {
+      // The read holds its job past its expiry, so pg-boss gives the same job to this worker again
+      // while the first run still holds the transfer; then the read fails (a node error).
+      await new Promise((resolve) => setTimeout(resolve, (job_expire_seconds + 4) * 1000))
+      fail(new Error("the node went away"))
+      await new Promise((resolve) => setTimeout(resolve, 500))
+      const before = await polls()
+      // pg-boss retries the failed job (1 s backoff), which polls on.
+      await new Promise((resolve) => setTimeout(resolve, 4_000))
+      expect(await polls()).toBeGreaterThan(before)
+    })
+    expect((await kit.loadRow(row.transfer_id)).status).toBe("pending")
+  }, 60_000)
 })
