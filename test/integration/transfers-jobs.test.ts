@@ -93,6 +93,15 @@ describe("a transfer's jobs", () => {
     })
     const row = await kit.request(wallet, recipient, 5_000_000n)
     const samples: Array<number> = []
+    let created = 0
+    let window_ms = 0
+    const createdSince = async (since: Date) =>
+      (
+        await db.pool.query<{ n: number }>(
+          "select count(*)::int as n from pgboss.job where name = $1 and data->>'transfer_id' = $2 and created_on >= $3",
+          [transfer_queue, row.transfer_id, since],
+        )
+      ).rows[0]?.n ?? 0
     await kit.withWorker(async () => {
       const second = await startTransferWorker(
         {
@@ -108,16 +117,24 @@ describe("a transfer's jobs", () => {
         // The read holds its job past its expiry (and pg-boss's next check of it), then answers.
         await new Promise((resolve) => setTimeout(resolve, (job_expire_seconds + 4) * 1000))
         release()
-        for (let sample = 0; sample < 40; sample++) {
+        const since = new Date()
+        for (let sample = 0; sample < 60; sample++) {
           await new Promise((resolve) => setTimeout(resolve, 150))
           samples.push(await queued())
         }
+        created = await createdSince(since)
+        window_ms = Date.now() - since.getTime()
       } finally {
         await second.stop()
       }
     })
     expect((await kit.loadRow(row.transfer_id)).status).toBe("pending")
     expect(Math.max(...samples)).toBeLessThanOrEqual(1)
+    // One chain: a job holds the transfer for `hold_ms` (a third of the expiry here), then queues the
+    // next; two chains would queue twice as many.
+    const hold_ms = (job_expire_seconds * 1000) / 3
+    expect(created).toBeGreaterThan(0)
+    expect(created).toBeLessThanOrEqual(Math.floor(window_ms / hold_ms) + 1)
   }, 60_000)
 
   it("a job run again while its first run holds the transfer is left to that run: when that run fails, the job is retried", async () => {
