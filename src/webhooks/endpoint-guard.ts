@@ -19,16 +19,21 @@ export type ResolveHost = (
   signal?: AbortSignal,
 ) => Promise<ReadonlyArray<dns.LookupAddress>>
 
-/** Per DNS query: how long one try waits, and how many tries. */
+/** Per DNS query: how long its first try waits (c-ares doubles it for each server round), and how many tries. */
 const dns_query_timeout_ms = 2_000
 const dns_query_tries = 2
+/** A lookup gives up after this long, however many servers and tries it has left. */
+const dns_lookup_ms_max = 4_000
+/** Once one family (A or AAAA) has answered addresses, the other gets this much longer. */
+const dns_other_family_wait_ms = 500
 
 /**
  * Resolves with DNS itself (A and AAAA queries, as c-ares makes them on the event loop), not with
  * the system's `getaddrinfo`: that runs on libuv's four shared threads and cannot be cancelled, so
  * endpoints at names whose servers never answer (a tenant's own, say) could hold every thread for
  * as long as the system resolver waits, and stall every tenant's deliveries and the process's file
- * and crypto work with them. A query here gives up after its tries, or when the attempt aborts.
+ * and crypto work with them. A lookup gives up after 4 s at most (whatever its servers and tries),
+ * 0.5 s after one family answered for the other, or when the attempt aborts.
  * `localhost` and its subdomains are loopback (RFC 6761) without asking; the hosts file is not read
  * (a production endpoint is a public name).
  */
@@ -56,8 +61,24 @@ const resolveWith = async (
   if (servers !== undefined) resolver.setServers([...servers])
   const cancel = () => resolver.cancel()
   signal?.addEventListener("abort", cancel, { once: true })
+  // Cancelled queries reject (ECANCELLED): the lookup ends with what has answered by then. Only the
+  // addresses answered are checked and connected to, so not waiting for the other family is safe.
+  const deadline = setTimeout(cancel, dns_lookup_ms_max)
+  let rest: NodeJS.Timeout | undefined
+  const answered = (addresses: ReadonlyArray<string>) => {
+    if (addresses.length > 0 && rest === undefined) rest = setTimeout(cancel, dns_other_family_wait_ms)
+  }
   try {
-    const [v4, v6] = await Promise.allSettled([resolver.resolve4(name), resolver.resolve6(name)])
+    const [v4, v6] = await Promise.allSettled([
+      resolver.resolve4(name).then((found) => {
+        answered(found)
+        return found
+      }),
+      resolver.resolve6(name).then((found) => {
+        answered(found)
+        return found
+      }),
+    ])
     const addresses = [
       ...(v4.status === "fulfilled" ? v4.value.map((address) => ({ address, family: 4 })) : []),
       ...(v6.status === "fulfilled" ? v6.value.map((address) => ({ address, family: 6 })) : []),
@@ -69,6 +90,8 @@ const resolveWith = async (
         ? v6.reason
         : new Error(`${name}: no address`)
   } finally {
+    clearTimeout(deadline)
+    clearTimeout(rest)
     signal?.removeEventListener("abort", cancel)
   }
 }

@@ -355,6 +355,44 @@ describe("at delivery", () => {
     }
   })
 
+  it("bounds a lookup: at most 4 s against a server that never answers, and half a second for AAAA once A answered", async () => {
+    // Answers A queries at once (one public address), takes AAAA queries and answers none.
+    const server = dgram.createSocket("udp4")
+    server.on("message", (query, peer) => {
+      let offset = 12
+      while ((query[offset] ?? 0) !== 0) offset += (query[offset] ?? 0) + 1
+      const qtype = query.readUInt16BE(offset + 1)
+      if (qtype !== 1) return
+      const question = query.subarray(12, offset + 5)
+      const header = Buffer.from([0, 0, 0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 0])
+      query.copy(header, 0, 0, 2)
+      const answer = Buffer.from([0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 93, 184, 215, 14])
+      server.send(Buffer.concat([header, question, answer]), peer.port, peer.address)
+    })
+    await new Promise<void>((resolve) => server.bind(0, "127.0.0.1", resolve))
+    const silent = dgram.createSocket("udp4")
+    await new Promise<void>((resolve) => silent.bind(0, "127.0.0.1", resolve))
+    try {
+      // Two servers that never answer, two tries each, the timeout doubling: c-ares alone would
+      // wait well over 10 s.
+      const stuck = dnsResolverOf([
+        `127.0.0.1:${silent.address().port}`,
+        `127.0.0.2:${silent.address().port}`,
+      ])
+      const started = Date.now()
+      await expect(stuck("stuck.example")).rejects.toMatchObject({ code: "ECANCELLED" })
+      expect(Date.now() - started).toBeLessThan(5_000)
+      expect(Date.now() - started).toBeGreaterThanOrEqual(3_900)
+      const half = dnsResolverOf([`127.0.0.1:${server.address().port}`])
+      const asked = Date.now()
+      expect(await half("v4-only.example")).toEqual([{ address: "93.184.215.14", family: 4 }])
+      expect(Date.now() - asked).toBeLessThan(1_500)
+    } finally {
+      server.close()
+      silent.close()
+    }
+  }, 15_000)
+
   it("gives up on a resolver that does not answer when the attempt's signal aborts", async () => {
     const never = () => new Promise<never>(() => {})
     await expect(
