@@ -263,13 +263,47 @@ export const failStrandedPayments = (pool: pg.Pool, enqueue: EnqueueEvents): Pro
     return failed
   })
 
-const failRefused = (client: pg.PoolClient, refusals: Collected["refusals"]) =>
-  updatePending(
+/**
+ * Fails refused payments. A `same_wallet` refusal (a settlement found the identifier linked to the
+ * paying wallet) stands only while that link does: its row is locked (`for share`) until the void
+ * commits, as a post's is, so an unlink that committed first (a link to another wallet may follow)
+ * makes it `PayeeUnlinked`, rolled back, and the payment waits for the wallet linked next.
+ */
+const failRefused = async (client: pg.PoolClient, refusals: Collected["refusals"]) => {
+  const same_wallet = refusals.filter((refusal) => refusal.failure_code === "same_wallet")
+  if (same_wallet.length > 0) {
+    const unlinked = await client.query<{ transaction_id: string }>(
+      `with r as (
+         select * from jsonb_to_recordset($1::jsonb) as r(tenant_id text, environment text, transaction_id text)
+       ), pending as (
+         select p.tenant_id, p.environment, p.transaction_id, p.recipient, p.from_wallet_id
+           from r join platform.payments p
+             on p.tenant_id = r.tenant_id and p.environment = r.environment and p.transaction_id = r.transaction_id
+          where p.status = 'pending'
+       ), linked as (
+         select i.tenant_id, i.environment, i.value, i.wallet_id
+           from platform.identities i
+           join pending u on i.tenant_id = u.tenant_id and i.environment = u.environment
+            and i.value = u.recipient and i.wallet_id = u.from_wallet_id
+          where i.unlinked_at is null
+            for share of i
+       )
+       select u.transaction_id from pending u
+        where not exists (
+          select 1 from linked l
+           where l.tenant_id = u.tenant_id and l.environment = u.environment and l.value = u.recipient
+             and l.wallet_id = u.from_wallet_id)`,
+      [JSON.stringify(same_wallet)],
+    )
+    if (unlinked.rows.length > 0) throw new PayeeUnlinked(unlinked.rows.map((row) => row.transaction_id))
+  }
+  return await updatePending(
     client,
     refusals,
     "status = 'failed', failure_code = r.failure_code, failure_message = r.failure_message, failed_at = now()",
     "failure_code text, failure_message text",
   )
+}
 
 /**
  * The writer's transaction hook: payment rows, completed settlements, lapsed reservations, their

@@ -113,14 +113,23 @@ const settleOne = (
           "The recipient's identifier was linked to the paying wallet, and a wallet cannot pay itself; the reserved funds were released and no fee was taken.",
       }
       const voided = yield* Effect.result(
-        writer.execute(
-          ledger,
-          { type: "VoidPendingTransfer", transfer_id: `${txn}:void`, pending_id: txn, now_ms: Date.now() },
-          { ...context, idempotency_key: `settle:${txn}:void`, attachment: refusal },
-        ),
+        writer
+          .execute(
+            ledger,
+            { type: "VoidPendingTransfer", transfer_id: `${txn}:void`, pending_id: txn, now_ms: Date.now() },
+            { ...context, idempotency_key: `settle:${txn}:void`, attachment: refusal },
+          )
+          .pipe(
+            Effect.map(() => "voided" as const),
+            // The identifier left the paying wallet before the void committed: the payment waits.
+            Effect.catchDefect((defect) =>
+              defect instanceof PayeeUnlinked ? Effect.succeed("unlinked" as const) : Effect.die(defect),
+            ),
+          ),
       )
       if (voided._tag === "Failure" && !alreadyReleased(voided.failure))
         return yield* Effect.fail(voided.failure)
+      if (voided._tag === "Success" && voided.success === "unlinked") return "unlinked" as const
       return "settled" as const
     }
     yield* ensureAccounts(

@@ -14,7 +14,7 @@ import type { Balance, Transaction } from "../../src/http/api.ts"
 import { composeHooks, makeLedgerWriter } from "../../src/ledger/writer.ts"
 import type { LedgerAttachment } from "../../src/platform/payments.ts"
 import { ledgerHook, PayeeUnlinked } from "../../src/platform/payments.ts"
-import { postSettlement } from "../../src/platform/settlement.ts"
+import { postSettlement, settleWaitingPayments } from "../../src/platform/settlement.ts"
 import { enqueueSubscribedEvents } from "../../src/webhooks/store.ts"
 import { expectOk } from "../support/api-expect.ts"
 import { createWallet } from "../support/api-fixtures.ts"
@@ -205,6 +205,60 @@ describe("a settlement's post racing an unlink", () => {
     expect(await usdc(second)).toMatchObject({ amount: "4.00", reserved: "0.00" })
     expect(await usdc(payer)).toMatchObject({ amount: "5.988", reserved: "0.00" })
     expect(await usdc(first)).toMatchObject({ amount: "0.00", reserved: "0.00" })
+  }, 60_000)
+})
+
+describe("a settlement's same_wallet refusal racing an unlink", () => {
+  it("is rolled back once the unlink committed first, and the payment goes to the wallet linked next", async () => {
+    const payer = await wallet("void-race-payer")
+    const next = await wallet("void-race-next")
+    expectOk(await client.post("/api/v1/sandbox/faucet", { wallet_id: payer, token: "USDC", amount: "10" }))
+    const recipient = "+14155550151"
+    const payment = expectOk(
+      await client.post<typeof Transaction.Type>("/api/social-payments/pay", {
+        recipient,
+        amount: "4",
+        token: "USDC",
+        from_wallet: payer,
+      }),
+    )
+    expect(payment.status).toBe("pending")
+    // The platform's own sweeper stands still: this settlement is the only one.
+    platform.pause()
+    let settled: number | undefined
+    try {
+      // The identifier is linked to the paying wallet when the settlement reads it; the unlink's
+      // transaction holds the link's row when the refusal's void reaches the ledger.
+      await identity("idn_void_race_1", recipient, payer)
+      const unlinking = await platform.database.pool.connect()
+      try {
+        await unlinking.query("begin")
+        await unlink(unlinking, "idn_void_race_1")
+        const settling = Effect.runPromise(
+          settleWaitingPayments(
+            platform.database.pool,
+            settlementWriter(),
+            { tenant_id, environment: "sandbox" },
+            recipient,
+            payer,
+          ),
+        )
+        await new Promise((resolve) => setTimeout(resolve, 500))
+        await unlinking.query("commit")
+        settled = await settling
+      } finally {
+        unlinking.release()
+      }
+    } finally {
+      platform.resume()
+    }
+    expect(settled).toBe(0)
+    expect(await transaction(payment.transaction_id)).toMatchObject({ status: "pending", to_wallet: null })
+    expect(await usdc(payer)).toMatchObject({ amount: "5.988", reserved: "4.012" })
+    await identity("idn_void_race_2", recipient, next)
+    expect(await settledTo(payment.transaction_id)).toMatchObject({ status: "completed", to_wallet: next })
+    expect(await usdc(next)).toMatchObject({ amount: "4.00", reserved: "0.00" })
+    expect(await usdc(payer)).toMatchObject({ amount: "5.988", reserved: "0.00" })
   }, 60_000)
 })
 

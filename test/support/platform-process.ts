@@ -21,6 +21,9 @@ export interface RunningPlatform {
   readonly output: () => string
   /** SIGKILL, as a crash: the database and DATA_DIR stay for a platform started on them after. */
   readonly kill: () => Promise<void>
+  /** SIGSTOP and SIGCONT: the process (its sweepers among all else) stands still in between. */
+  readonly pause: () => void
+  readonly resume: () => void
   readonly stop: () => Promise<void>
 }
 
@@ -85,6 +88,12 @@ export const startPlatform = async (
     dataDir,
     output: () => output,
     kill: () => exitOn(child, "SIGKILL"),
+    pause: () => {
+      child.kill("SIGSTOP")
+    },
+    resume: () => {
+      child.kill("SIGCONT")
+    },
     stop: async () => {
       await exitOn(child, "SIGTERM")
       if (options.database === undefined) await database.drop()
