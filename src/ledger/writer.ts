@@ -627,10 +627,15 @@ export const makeLedgerWriter = (
           const stream_version = events[events.length - 1]?.stream_version ?? slot.version
           const result: CommandResult = { events, stream_version, replayed: false }
           const key = waiter.context.idempotency_key ?? null
-          if (key !== null) {
-            const first_version = events[0]?.stream_version ?? stream_version + 1
-            slot.idempotency.set(key, { fingerprint: waiter.fingerprint, first_version, stream_version })
-          }
+          const first = events[0]
+          // A key is consumed by the events that carry it: one whose command wrote none (a no-op)
+          // is not remembered here either, so every process, restarted or not, answers it alike.
+          if (key !== null && first !== undefined)
+            slot.idempotency.set(key, {
+              fingerprint: waiter.fingerprint,
+              first_version: first.stream_version,
+              stream_version,
+            })
           results.push(result)
           waiter.resolve(Result.succeed(result))
           break

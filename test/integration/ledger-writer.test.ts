@@ -196,6 +196,31 @@ describe("LedgerWriter", () => {
     )
   })
 
+  it("a key whose command wrote nothing is not consumed, in the process that ran it as after a restart", async () => {
+    const ledger = newLedger()
+    const first = makeLedgerWriter(store)
+    await setup(first, ledger, 2, 1_000n)
+    // Nothing is due: this command writes no event, so its key is in no event either.
+    const noop = await run(
+      first.execute(ledger, { type: "ExpirePendingTransfers", now_ms: 1_700_000_000_500 }, ctx("key-noop")),
+    )
+    expect(Result.isSuccess(noop) && noop.success.events).toEqual([])
+    const again = (writer: LedgerWriterService, id: string) =>
+      run(
+        writer.execute(
+          ledger,
+          createTransfers([transfer(id, "w0", "w1", 1n)], 1_700_000_000_501),
+          ctx("key-noop"),
+        ),
+      )
+    // The same process and a restarted one answer alike: the key is free, the command is decided.
+    const here = await again(first, "noop-here")
+    expect(Result.isSuccess(here) && here.success.events.length).toBe(1)
+    // Now the key is consumed, by events a restarted writer reads back.
+    const there = await again(makeLedgerWriter(store), "noop-there")
+    expect(Result.isFailure(there) && there.failure._tag).toBe("IdempotencyKeyReused")
+  })
+
   it("two writers on one ledger: every command lands once, versions stay contiguous, nobody is overdrawn", async () => {
     const ledger = newLedger()
     const a = makeLedgerWriter(store)
@@ -460,7 +485,10 @@ describe("LedgerWriter", () => {
           ? {
               transaction: {
                 appendStreams: pg_store.appendStreamsInTransaction,
-                hook: async (_client: unknown, appended: ReadonlyArray<{ events: ReadonlyArray<unknown> }>) => {
+                hook: async (
+                  _client: unknown,
+                  appended: ReadonlyArray<{ events: ReadonlyArray<unknown> }>,
+                ) => {
                   for (const command of appended) hooked.push(command.events.length)
                 },
               },
