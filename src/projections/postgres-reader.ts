@@ -40,7 +40,7 @@ const batchSql = `
          e.transaction_id::text as transaction_id
     from events e
    where (e.transaction_id, e.global_position) > ($1::xid8, $2::bigint)
-     and e.transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+     and e.transaction_id < (select event_store_visible_before())
    order by e.transaction_id, e.global_position
    limit $3`
 

@@ -254,6 +254,47 @@ const build = async (context: BuildContext, swap: boolean): Promise<Checkpoint> 
   }
 }
 
+/**
+ * Runs `work` in a transaction of `client` that subscriptions do not wait for, however long it
+ * runs: for long work that writes elsewhere and never appends, such as the index builds below. The
+ * PostgreSQL event store's contract (its schema's version 106, `event_store_quiet_transactions`).
+ * It cannot append: its transaction id is assigned (and declared, by another connection of `pool`,
+ * so that readers see it at once) before `work`, and an append must be its transaction's first
+ * write. The declaration is removed after; one left behind by a crash names a finished transaction
+ * and is ignored (and removed by the next call).
+ * @example await runQuietTransaction(client, pool, () => client.query("create index ..."))
+ */
+const runQuietTransaction = async <A>(
+  client: pg.ClientBase,
+  pool: pg.Pool,
+  work: () => Promise<A>,
+): Promise<A> => {
+  await pool.query(
+    "delete from event_store_quiet_transactions where transaction_id < pg_snapshot_xmin(pg_current_snapshot())",
+  )
+  await client.query("begin")
+  let transaction_id: string | undefined
+  try {
+    const own = await client.query<{ xid: string }>("select pg_current_xact_id()::text as xid")
+    transaction_id = own.rows[0]?.xid
+    if (transaction_id === undefined) throw new Error("rebuild: no transaction id")
+    await pool.query("insert into event_store_quiet_transactions (transaction_id) values ($1::xid8)", [
+      transaction_id,
+    ])
+    const result = await work()
+    await client.query("commit")
+    return result
+  } catch (error) {
+    await client.query("rollback").catch(() => {})
+    throw error
+  } finally {
+    if (transaction_id !== undefined)
+      await pool
+        .query("delete from event_store_quiet_transactions where transaction_id = $1::xid8", [transaction_id])
+        .catch(() => {})
+  }
+}
+
 const index_build_memory = "256MB"
 /** Index builds run side by side, each on its own connection (the machines have two cores or more). */
 const index_build_concurrency = 2
@@ -268,7 +309,12 @@ const buildIndexes = async (pool: pg.Pool, own: pg.ClientBase, schema: string): 
   const build = async (client: pg.ClientBase) => {
     await client.query(`set maintenance_work_mem = '${index_build_memory}'`)
     try {
-      for (let sql = pending.shift(); sql !== undefined; sql = pending.shift()) await client.query(sql)
+      // Each in a quiet transaction: CREATE INDEX has a transaction id from its start, which would
+      // otherwise hold the live projection (and every read waiting for it) back until it ends.
+      for (let sql = pending.shift(); sql !== undefined; sql = pending.shift()) {
+        const statement = sql
+        await runQuietTransaction(client, pool, () => client.query(statement))
+      }
     } finally {
       await client.query("reset maintenance_work_mem")
     }

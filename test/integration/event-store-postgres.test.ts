@@ -19,6 +19,7 @@ import { runMigrations } from "../../src/db/migrate.ts"
 import { composeHooks, sentAll, type TransactionHook } from "../../src/ledger/writer.ts"
 import { Database } from "../../src/ports/database.ts"
 import {
+  type Checkpoint,
   checkpointStart,
   EventStore,
   type GroupCommitWork,
@@ -28,6 +29,7 @@ import {
   sentNothing,
   WrongExpectedVersion,
 } from "../../src/ports/event-store.ts"
+import { postgresReader } from "../../src/projections/postgres-reader.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import {
   type EventStoreHarness,
@@ -236,6 +238,50 @@ describe("event store on PostgreSQL", () => {
         "after@1",
         "after@2",
       ])
+    }))
+
+  it("a transaction declared quiet (it never appends) holds no subscriber back, while an older undeclared one still does", () =>
+    withStore(async (db, store) => {
+      const bulk = postgresReader(db.pool, [])
+      const streamsOf = async (
+        read: (c: Checkpoint) => Promise<{ events: ReadonlyArray<{ stream_id: string }> }>,
+      ) => (await read(checkpointStart)).events.map((e) => e.stream_id)
+      const both = async () => [
+        await streamsOf((c) => run(store.readSubscriptionBatch(c, 100))),
+        await streamsOf((c) => bulk(c, 100)),
+      ]
+      const quiet = await db.pool.connect()
+      const older = await db.pool.connect()
+      try {
+        // A long transaction with an id (a CREATE INDEX has one from its start), declared quiet.
+        await quiet.query("begin")
+        const own = await quiet.query<{ xid: string }>("select pg_current_xact_id()::text as xid")
+        await db.pool.query("insert into event_store_quiet_transactions (transaction_id) values ($1::xid8)", [
+          own.rows[0]?.xid,
+        ])
+        await run(store.append("during", "no_stream", newEvents("during", 1)))
+        expect(await both()).toEqual([["during"], ["during"]])
+        // It cannot append: an append must be its transaction's first write.
+        const appended = await Effect.runPromiseExit(
+          store.appendWithClient(quiet, "from-quiet", "no_stream", newEvents("from-quiet", 1)),
+        )
+        expect(Exit.isFailure(appended)).toBe(true)
+        // An undeclared transaction still holds back what commits after it.
+        await older.query("begin")
+        await older.query("select pg_current_xact_id()")
+        await run(store.append("held", "no_stream", newEvents("held", 1)))
+        expect(await both()).toEqual([["during"], ["during"]])
+        await older.query("commit")
+        expect(await both()).toEqual([
+          ["during", "held"],
+          ["during", "held"],
+        ])
+      } finally {
+        await quiet.query("rollback").catch(() => {})
+        await older.query("rollback").catch(() => {})
+        quiet.release()
+        older.release()
+      }
     }))
 
   it("an uncommitted append holds back later commits, then is delivered before them", () =>

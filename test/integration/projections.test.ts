@@ -285,6 +285,57 @@ describe("ledger projection", () => {
     await runner.stop()
     await db.pool.query("drop schema rebuild_check cascade")
   })
+
+  it("a rebuild's index builds hold no reader back: a balance read after an acknowledged transfer reflects it meanwhile", async () => {
+    runner = startProjection(db.pool, store, { batch_size: 50, idle_wait_ms: 100 })
+    const [world, wallet] = [...ledgerC.accounts.entries()]
+      .filter(([, a]) => a.asset_code === "USDC@ethereum" && (a.kind === "world" || a.kind === "wallet"))
+      .map(([id]) => id)
+    if (world === undefined || wallet === undefined) throw new Error("fixture accounts missing")
+    // The index phase is held for as long as the test needs: a lock on the shadow's table that
+    // CREATE INDEX waits for, with its transaction (and transaction id) open.
+    const locker = await db.pool.connect()
+    let locking: Promise<unknown> | undefined
+    const rebuilding = rebuildProjection(db.pool, store, {
+      swap: false,
+      shadow_schema: "rebuild_stall",
+      onProgress: (p) => {
+        if (p.phase === "index" && locking === undefined)
+          locking = locker
+            .query("begin")
+            .then(() => locker.query("lock table rebuild_stall.ledger_transfers in row exclusive mode"))
+      },
+    })
+    try {
+      const deadline = Date.now() + 10_000
+      let waiting = 0
+      while (waiting === 0 && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 20))
+        const found = await db.pool.query<{ n: number }>(
+          `select count(*)::int as n from pg_stat_activity
+            where datname = current_database() and wait_event_type = 'Lock' and query ilike 'create index%'`,
+        )
+        waiting = found.rows[0]?.n ?? 0
+      }
+      expect(waiting).toBeGreaterThan(0)
+      const before = await getAccount(db.pool, ledgerC.stream_id, wallet)
+      const appended = await Effect.runPromise(
+        store.append(ledgerC.stream_id, "any", [
+          transferEvent(ledgerC, world, wallet, 77n, "2026-01-01T00:00:01.000Z"),
+        ]),
+      )
+      const after = await getAccountConsistent(db.pool, ledgerC.stream_id, wallet, 5_000)
+      expect(after?.credits_posted).toBe((before?.credits_posted ?? 0n) + 77n)
+      expect(after?.last_stream_version).toBe(appended.next_expected_version)
+    } finally {
+      await locking
+      await locker.query("commit")
+      locker.release()
+      await rebuilding
+      await runner.stop()
+    }
+    await db.pool.query("drop schema rebuild_stall cascade")
+  })
 })
 
 /** A single-phase transfer event on `ledger` (for appends beyond the fixture). */

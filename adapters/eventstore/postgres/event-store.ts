@@ -711,13 +711,16 @@ const readStreamRows = (pool: pg.Pool, stream_id: string, options: ReadStreamOpt
 }
 
 /**
- * Rows after the cursor whose transaction is older than every transaction still running (the
- * snapshot's xmin), in commit-safe order. A running transaction holds back everything after it.
+ * Rows after the cursor whose transaction is older than every transaction still running that may
+ * append (`event_store_visible_before`: the snapshot's oldest running transaction, passing over
+ * those declared in `event_store_quiet_transactions`, as a projection rebuild's index builds are;
+ * see schema.ts, version 106), in commit-safe order. A running transaction
+ * holds back everything after it.
  */
 const subscriptionBatchSql = `
   select ${eventColumns} from events e
   where (e.transaction_id, e.global_position) > ($1::xid8, $2::bigint)
-    and e.transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+    and e.transaction_id < (select event_store_visible_before())
   order by e.transaction_id, e.global_position
   limit $3`
 

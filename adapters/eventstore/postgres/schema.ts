@@ -3,8 +3,8 @@
  *
  * `events` holds every event once, forever. `global_position` comes from an identity sequence, so
  * positions commit out of order; subscribers therefore page by `(transaction_id, global_position)`
- * and read only transactions older than every running one (see `readSubscriptionBatch` in
- * event-store.ts), which the index `events_transaction_position` serves. `streams` holds each
+ * and read only transactions older than every running one that may append (see
+ * `readSubscriptionBatch` in event-store.ts), which the index `events_transaction_position` serves. `streams` holds each
  * stream's head (last version and hash) so that an append reads one row instead of scanning.
  *
  * `events` is append-only at the database level: a trigger rejects UPDATE, DELETE and TRUNCATE.
@@ -292,6 +292,28 @@ export const eventStoreMigrations: ReadonlyArray<Migration> = [
           from appended a
           order by a.global_position;
       end
+      $$;
+    `,
+  },
+  {
+    version: 106,
+    name: "event store: subscriptions do not wait for transactions declared never to append",
+    // A subscription reads only transactions older than every running one, so one long transaction
+    // holds every subscriber back for as long as it runs: a projection rebuild's index builds
+    // (plain CREATE INDEX has a transaction id from its start) stalled the live projection, and with
+    // it every read-your-writes query, for seconds per million events. A transaction may declare
+    // itself here once it has its id; it then cannot append (an append must be its transaction's
+    // first write), and subscriptions look past it.
+    sql: `
+      create table event_store_quiet_transactions (
+        transaction_id xid8 primary key,
+        declared_at timestamptz not null default now()
+      );
+      create function event_store_visible_before() returns xid8 language sql stable as $$
+        select coalesce(
+          (select min(x) from pg_snapshot_xip(pg_current_snapshot()) as x
+            where not exists (select 1 from event_store_quiet_transactions q where q.transaction_id = x)),
+          pg_snapshot_xmax(pg_current_snapshot()))
       $$;
     `,
   },
