@@ -284,6 +284,40 @@ describe("event store on PostgreSQL", () => {
       }
     }))
 
+  it.each([false, true])(
+    "a group commit rolled back for another stream's conflict retries the rest on their bases (speculative %s)",
+    (speculative) =>
+      withStore(async (db, store) => {
+        const other = makePostgresEventStore(db.pool)
+        try {
+          // A's previous batch, committed by this store (its head cached); B written by another process.
+          const first = await run(
+            store.appendStreamsInTransaction(
+              [{ stream_id: "a", expected: "no_stream", events: newEvents("a", 1) }],
+              () => sentNothing,
+            ),
+          )
+          expect(first.every(Result.isSuccess)).toBe(true)
+          await run(other.append("b", "no_stream", newEvents("b", 1)))
+          // A's next batch (speculative when it was decided while the first was in flight) shares a
+          // transaction with B's stale one, which rolls the transaction back.
+          const results = await run(
+            store.appendStreamsInTransaction(
+              [
+                { stream_id: "b", expected: "no_stream", events: newEvents("b2", 1) },
+                { stream_id: "a", expected: 1, events: newEvents("a2", 1), speculative },
+              ],
+              () => sentNothing,
+            ),
+          )
+          expect(Result.isFailure(results[0] as Result.Result<unknown, unknown>)).toBe(true)
+          expect(Result.isSuccess(results[1] as Result.Result<unknown, unknown>)).toBe(true)
+        } finally {
+          await run(other.close)
+        }
+      }),
+  )
+
   it("an uncommitted append holds back later commits, then is delivered before them", () =>
     withStore(async (db, store) => {
       let release = () => {}

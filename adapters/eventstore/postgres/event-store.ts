@@ -834,6 +834,14 @@ export const makePostgresEventStore = (
     wrong: (index: number, actual: number) => Result.Result<AppendResult, WrongExpectedVersion>,
   ): Promise<{ readonly retry: ReadonlyArray<number> }> => {
     const client = await transactionClient()
+    /** The base each stream of this transaction was chained on, by its index in `appends`. */
+    const chainedOn = new Map<number, Head>()
+    const rememberBase = (index: number) => {
+      const base = chainedOn.get(index)
+      const { stream_id } = appends[index] as StreamAppend
+      if (base === undefined) heads.delete(stream_id)
+      else rememberHead(stream_id, base)
+    }
     // BEGIN, the append and the work's statements leave in one write (see holdWrites).
     const releaseWrites = holdWrites(client)
     let open = false
@@ -870,6 +878,7 @@ export const makePostgresEventStore = (
         }
       }
       if (streams.length === 0) return { retry: [] }
+      streams.forEach((index, i) => chainedOn.set(index, bases[i] as Head))
       const recorded_at = new Date().toISOString()
       const chained = streams.map((index, i) => {
         const { stream_id, events } = appends[index] as StreamAppend
@@ -957,9 +966,11 @@ export const makePostgresEventStore = (
           const result = results[index]
           return result !== undefined && Result.isSuccess(result)
         })
+        // Rolled back: each stream's head is the base it was chained on again, so the retry (a
+        // speculative one too) chains there; the database still checks it.
         for (const index of retry) {
           results[index] = undefined
-          heads.delete((appends[index] as StreamAppend).stream_id)
+          rememberBase(index)
         }
         return { retry }
       }
@@ -1044,7 +1055,12 @@ export const makePostgresEventStore = (
       advanceHeads()
       return { retry: [] }
     } catch (error) {
-      for (const index of included) heads.delete((appends[index] as StreamAppend).stream_id)
+      // Known rolled back: the chained streams' heads are their bases again (see retryAppended);
+      // otherwise nothing is known.
+      for (const index of included) {
+        if (!uncertain && chainedOn.has(index)) rememberBase(index)
+        else heads.delete((appends[index] as StreamAppend).stream_id)
+      }
       throw uncertain ? error : new NotCommitted(error)
     } finally {
       releaseWrites()
