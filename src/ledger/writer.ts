@@ -245,6 +245,8 @@ interface LedgerSlot {
   flushing: boolean
   loaded: boolean
   loading: Promise<void> | undefined
+  /** Batches of the writer's own commands only (a backlog of expiries) that failed in a row. */
+  backlog_failures: number
 }
 
 const bigintAsString = (_key: string, value: unknown): unknown =>
@@ -423,6 +425,7 @@ export const makeLedgerWriter = (
         flushing: false,
         loaded: false,
         loading: undefined,
+        backlog_failures: 0,
       }
       slots.set(stream_id, slot)
     }
@@ -534,7 +537,9 @@ export const makeLedgerWriter = (
         tenant: waiter.ledger.tenant,
       }
       state = result.state
-      if (key !== null) keysInBatch.set(key, { index: decided.length, fingerprint: waiter.fingerprint })
+      // A key is consumed only by a command that wrote events (see `settle`).
+      if (key !== null && result.events.length > 0)
+        keysInBatch.set(key, { index: decided.length, fingerprint: waiter.fingerprint })
       decided.push({ waiter, outcome: { kind: "events", from: events.length, count: result.events.length } })
       result.events.forEach((event, index) => {
         const withFingerprint: EventMetadata =
@@ -816,11 +821,36 @@ export const makeLedgerWriter = (
     })
   }
 
+  /**
+   * A batch of the writer's own expiries only has no caller to fail, and would be tried again for
+   * ever while it cannot commit (a hook failing on the lapsed payments, say): after
+   * `conflict_retry_max` such failures in a row, the commands waiting behind it fail instead, with
+   * the batch's cause (a later command tries again).
+   */
+  const giveUpOnBacklog = (slot: LedgerSlot, outcome: FlightOutcome) => {
+    slot.backlog_failures += 1
+    if (slot.backlog_failures <= conflict_retry_max) return
+    const attempts = slot.backlog_failures
+    slot.backlog_failures = 0
+    const cause =
+      outcome.kind !== "defect"
+        ? undefined
+        : outcome.defect instanceof NotCommitted
+          ? outcome.defect.cause
+          : outcome.defect
+    for (const waiter of slot.queue.splice(0)) {
+      if (cause === undefined)
+        waiter.resolve(Result.fail(new ConcurrencyRetriesExhausted({ stream_id: slot.stream_id, attempts })))
+      else waiter.reject(cause)
+    }
+  }
+
   /** Answers the oldest in-flight batch; on a failure, unwinds every batch chained on it. */
   const answerOldest = async (slot: LedgerSlot, oldest: InFlightBatch): Promise<void> => {
     const outcome = await oldest.done
     slot.inFlight.shift()
     if (outcome.kind === "appended") {
+      slot.backlog_failures = 0
       slot.state = oldest.state
       slot.version = outcome.version
       compactCommitted(slot)
@@ -850,6 +880,7 @@ export const makeLedgerWriter = (
       }
     })
     requeue(slot, again)
+    if (oldest.batch.length === 0) giveUpOnBacklog(slot, outcome)
     // Our view is behind (a conflict) or unknown (a defect): reload what was committed.
     slot.loaded = false
   }

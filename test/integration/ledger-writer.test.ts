@@ -1,6 +1,6 @@
 // Proves the ledger writer: answers only after commit, group-commits concurrent commands into few
 // appends, is exactly-once with idempotency keys, and stays correct with two writers on one ledger.
-import { Cause, Effect, Result } from "effect"
+import { Cause, Effect, Exit, Result } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { makePostgresEventStore } from "../../adapters/eventstore/postgres/event-store.ts"
 import type { LedgerEvent } from "../../domain/ledger/events.ts"
@@ -216,6 +216,25 @@ describe("LedgerWriter", () => {
     // The same process and a restarted one answer alike: the key is free, the command is decided.
     const here = await again(first, "noop-here")
     expect(Result.isSuccess(here) && here.success.events.length).toBe(1)
+    // Likewise within one batch: a no-op and another command with its key, sent together.
+    const [noop2, other] = await Promise.all([
+      run(
+        first.execute(
+          ledger,
+          { type: "ExpirePendingTransfers", now_ms: 1_700_000_000_502 },
+          ctx("key-noop-2"),
+        ),
+      ),
+      run(
+        first.execute(
+          ledger,
+          createTransfers([transfer("noop-batch", "w0", "w1", 1n)], 1_700_000_000_502),
+          ctx("key-noop-2"),
+        ),
+      ),
+    ])
+    expect(Result.isSuccess(noop2)).toBe(true)
+    expect(Result.isSuccess(other) && other.success.events.length).toBe(1)
     // Now the key is consumed, by events a restarted writer reads back.
     const there = await again(makeLedgerWriter(store), "noop-there")
     expect(Result.isFailure(there) && there.failure._tag).toBe("IdempotencyKeyReused")
@@ -540,6 +559,61 @@ describe("LedgerWriter", () => {
     },
     60_000,
   )
+
+  it("a backlog of expiries that cannot commit fails the commands behind it after bounded tries, and the ledger recovers", async () => {
+    const ledger = newLedger()
+    const pg_store = makePostgresEventStore(db.pool)
+    let failing = false
+    const writer = makeLedgerWriter(pg_store, {
+      transaction: {
+        appendStreams: pg_store.appendStreamsInTransaction,
+        hook: async (_client, appended) => {
+          if (
+            failing &&
+            appended.some((c) => c.events.some((e) => e.event_type === "PendingTransferExpired"))
+          )
+            throw new Error("releasing the lapsed payments failed")
+        },
+      },
+    })
+    const reservations = 10_050
+    await setup(writer, ledger, 2, BigInt(reservations) + 10n)
+    const now = 1_700_000_003_500
+    for (const [from, to] of [
+      [0, 5_025],
+      [5_025, reservations],
+    ] as const) {
+      const held = await run(
+        writer.execute(
+          ledger,
+          createTransfers(
+            Array.from({ length: to - from }, (_, i) =>
+              transfer(`hold${from + i}`, "w0", "w1", 1n, { pending: { timeout_ms: 1_000 } }),
+            ),
+            now,
+          ),
+          ctx(),
+        ),
+      )
+      expect(Result.isSuccess(held)).toBe(true)
+    }
+    // More than a batch of the writer's own expiries is due, and they cannot commit.
+    failing = true
+    const outcome = await Promise.race([
+      Effect.runPromiseExit(
+        writer.execute(ledger, createTransfers([transfer("after", "w0", "w1", 1n)], now + 5_000), ctx()),
+      ).then((exit) => (Exit.isFailure(exit) ? String(Cause.squash(exit.cause)) : "succeeded")),
+      new Promise<string>((resolve) => setTimeout(() => resolve("still waiting after 30 s"), 30_000)),
+    ])
+    expect(outcome).toMatch(/releasing the lapsed payments failed/)
+    failing = false
+    const next = await run(
+      writer.execute(ledger, createTransfers([transfer("after", "w0", "w1", 1n)], now + 6_000), ctx()),
+    )
+    expect(Result.isSuccess(next)).toBe(true)
+    const { state } = await foldStream(ledgerStreamId(ledger))
+    expect(state.expiries).toBeNull()
+  }, 90_000)
 
   it("group commit: a hook failing for one command fails only that command; its ledger's other commands and the other ledgers commit", async () => {
     const pg_store = makePostgresEventStore(db.pool)
