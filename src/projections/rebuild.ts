@@ -319,7 +319,9 @@ const buildIndexes = async (pool: pg.Pool, own: pg.ClientBase, schema: string): 
       await client.query("reset maintenance_work_mem")
     }
   }
-  const borrowed = Math.min(index_build_concurrency, pool.options.max) - 1
+  // One connection of the pool stays free for the quiet transactions' declarations, which every
+  // builder needs while it holds its own.
+  const borrowed = Math.min(index_build_concurrency, pool.options.max - 1) - 1
   const helpers = Array.from({ length: Math.max(0, borrowed) }, async () => {
     const { client, release } = await checkOut(pool)
     let healthy = false

@@ -4,6 +4,7 @@
  * runners, lets a reader wait for its own writes, and rebuilds from zero into identical tables.
  */
 import { Effect } from "effect"
+import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import {
   makePostgresEventStore,
@@ -336,6 +337,24 @@ describe("ledger projection", () => {
     }
     await db.pool.query("drop schema rebuild_stall cascade")
   })
+
+  it("rebuilds on a pool of two connections (the index builds leave one free for their declarations)", async () => {
+    const small = new pg.Pool({ connectionString: db.url, max: 2 })
+    small.on("error", () => {})
+    const outcome = await Promise.race([
+      rebuildProjection(small, makePostgresEventStore(small), {
+        swap: false,
+        shadow_schema: "rebuild_small",
+      }).then(
+        () => "done",
+        (error: unknown) => `failed: ${String(error)}`,
+      ),
+      new Promise<string>((resolve) => setTimeout(() => resolve("still running after 20 s"), 20_000)),
+    ])
+    expect(outcome).toBe("done")
+    await small.end()
+    await db.pool.query("drop schema rebuild_small cascade")
+  }, 60_000)
 })
 
 /** A single-phase transfer event on `ledger` (for appends beyond the fixture). */
