@@ -58,6 +58,37 @@ const setup = async (
   }
 }
 
+/**
+ * Reserves `count` units of w0 for w1, one per pending transfer, in two commands, all lapsing one
+ * second after `now`: more than one append can hold once they are due.
+ */
+const reserveBurst = async (
+  writer: LedgerWriterService,
+  ledger: { tenant: string; environment: string },
+  count: number,
+  now: number,
+) => {
+  const half = Math.ceil(count / 2)
+  for (const [from, to] of [
+    [0, half],
+    [half, count],
+  ] as const) {
+    const held = await run(
+      writer.execute(
+        ledger,
+        createTransfers(
+          Array.from({ length: to - from }, (_, i) =>
+            transfer(`hold${from + i}`, "w0", "w1", 1n, { pending: { timeout_ms: 1_000 } }),
+          ),
+          now,
+        ),
+        ctx(),
+      ),
+    )
+    expect(Result.isSuccess(held)).toBe(true)
+  }
+}
+
 /** An account's available balance: credits posted less debits posted and pending. */
 const available = (state: LedgerState, account_id: string): bigint => {
   const account = state.accounts.get(account_id)
@@ -517,25 +548,7 @@ describe("LedgerWriter", () => {
       const reservations = 10_050
       await setup(writer, ledger, 2, BigInt(reservations))
       const now = 1_700_000_003_000
-      // Two commands reserve 10,050 units one at a time, all lapsing at the same instant.
-      for (const [from, to] of [
-        [0, 5_025],
-        [5_025, reservations],
-      ] as const) {
-        const held = await run(
-          writer.execute(
-            ledger,
-            createTransfers(
-              Array.from({ length: to - from }, (_, i) =>
-                transfer(`hold${from + i}`, "w0", "w1", 1n, { pending: { timeout_ms: 1_000 } }),
-              ),
-              now,
-            ),
-            ctx(),
-          ),
-        )
-        expect(Result.isSuccess(held)).toBe(true)
-      }
+      await reserveBurst(writer, ledger, reservations, now)
       const before = (await foldStream(ledgerStreamId(ledger))).versions.length
       // A payment after the expiry: every reservation lapses first, more than one append holds.
       const pay = await run(
@@ -579,24 +592,7 @@ describe("LedgerWriter", () => {
     const reservations = 10_050
     await setup(writer, ledger, 2, BigInt(reservations) + 10n)
     const now = 1_700_000_003_500
-    for (const [from, to] of [
-      [0, 5_025],
-      [5_025, reservations],
-    ] as const) {
-      const held = await run(
-        writer.execute(
-          ledger,
-          createTransfers(
-            Array.from({ length: to - from }, (_, i) =>
-              transfer(`hold${from + i}`, "w0", "w1", 1n, { pending: { timeout_ms: 1_000 } }),
-            ),
-            now,
-          ),
-          ctx(),
-        ),
-      )
-      expect(Result.isSuccess(held)).toBe(true)
-    }
+    await reserveBurst(writer, ledger, reservations, now)
     // More than a batch of the writer's own expiries is due, and they cannot commit.
     failing = true
     const outcome = await Promise.race([
