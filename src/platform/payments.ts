@@ -173,6 +173,38 @@ export class PayeeUnlinked extends Error {
 }
 
 /**
+ * Throws `PayeeUnlinked` naming the payments among `candidates` whose identifier is no longer
+ * linked to the wallet the settlement chose for them. `candidates` is a query over `r`, the
+ * attachments' rows (tenant_id, environment, transaction_id, to_wallet_id), answering
+ * (tenant_id, environment, transaction_id, recipient, wallet_id). The links that hold are locked
+ * (`for share`) until the caller's transaction commits, so an unlink either waits for it or
+ * committed before and is seen here.
+ */
+const refuseUnlinked = async (client: pg.PoolClient, rows: ReadonlyArray<object>, candidates: string) => {
+  const unlinked = await client.query<{ transaction_id: string }>(
+    `with r as (
+       select * from jsonb_to_recordset($1::jsonb)
+         as r(tenant_id text, environment text, transaction_id text, to_wallet_id text)
+     ), c as (${candidates}
+     ), linked as (
+       select i.tenant_id, i.environment, i.value, i.wallet_id
+         from platform.identities i
+         join c on i.tenant_id = c.tenant_id and i.environment = c.environment
+          and i.value = c.recipient and i.wallet_id = c.wallet_id
+        where i.unlinked_at is null
+          for share of i
+     )
+     select c.transaction_id from c
+      where not exists (
+        select 1 from linked l
+         where l.tenant_id = c.tenant_id and l.environment = c.environment and l.value = c.recipient
+           and l.wallet_id = c.wallet_id)`,
+    [JSON.stringify(rows)],
+  )
+  if (unlinked.rows.length > 0) throw new PayeeUnlinked(unlinked.rows.map((row) => row.transaction_id))
+}
+
+/**
  * Records the payee of payments whose reservation a settlement posted; they stay pending. A payee
  * not recorded before must still be the wallet the identifier is linked to: its link row is locked
  * (`for share`) until the post commits, so an unlink either waits for the post (which then came
@@ -180,31 +212,14 @@ export class PayeeUnlinked extends Error {
  */
 const recordPayees = async (client: pg.PoolClient, posted: Collected["posted"]) => {
   if (posted.length === 0) return []
-  const unlinked = await client.query<{ transaction_id: string }>(
-    `with r as (
-       select * from jsonb_to_recordset($1::jsonb)
-         as r(tenant_id text, environment text, transaction_id text, to_wallet_id text)
-     ), unrecorded as (
-       select r.tenant_id, r.environment, r.transaction_id, r.to_wallet_id, p.recipient
-         from r join platform.payments p
-           on p.tenant_id = r.tenant_id and p.environment = r.environment and p.transaction_id = r.transaction_id
-        where p.status = 'pending' and p.to_wallet_id is null
-     ), linked as (
-       select i.tenant_id, i.environment, i.value, i.wallet_id
-         from platform.identities i
-         join unrecorded u on i.tenant_id = u.tenant_id and i.environment = u.environment
-          and i.value = u.recipient and i.wallet_id = u.to_wallet_id
-        where i.unlinked_at is null
-          for share of i
-     )
-     select u.transaction_id from unrecorded u
-      where not exists (
-        select 1 from linked l
-         where l.tenant_id = u.tenant_id and l.environment = u.environment and l.value = u.recipient
-           and l.wallet_id = u.to_wallet_id)`,
-    [JSON.stringify(posted)],
+  await refuseUnlinked(
+    client,
+    posted,
+    `select r.tenant_id, r.environment, r.transaction_id, p.recipient, r.to_wallet_id as wallet_id
+       from r join platform.payments p
+         on p.tenant_id = r.tenant_id and p.environment = r.environment and p.transaction_id = r.transaction_id
+      where p.status = 'pending' and p.to_wallet_id is null`,
   )
-  if (unlinked.rows.length > 0) throw new PayeeUnlinked(unlinked.rows.map((row) => row.transaction_id))
   return await updatePending(client, posted, "to_wallet_id = r.to_wallet_id", "to_wallet_id text")
 }
 
@@ -271,32 +286,15 @@ export const failStrandedPayments = (pool: pg.Pool, enqueue: EnqueueEvents): Pro
  */
 const failRefused = async (client: pg.PoolClient, refusals: Collected["refusals"]) => {
   const same_wallet = refusals.filter((refusal) => refusal.failure_code === "same_wallet")
-  if (same_wallet.length > 0) {
-    const unlinked = await client.query<{ transaction_id: string }>(
-      `with r as (
-         select * from jsonb_to_recordset($1::jsonb) as r(tenant_id text, environment text, transaction_id text)
-       ), pending as (
-         select p.tenant_id, p.environment, p.transaction_id, p.recipient, p.from_wallet_id
-           from r join platform.payments p
-             on p.tenant_id = r.tenant_id and p.environment = r.environment and p.transaction_id = r.transaction_id
-          where p.status = 'pending'
-       ), linked as (
-         select i.tenant_id, i.environment, i.value, i.wallet_id
-           from platform.identities i
-           join pending u on i.tenant_id = u.tenant_id and i.environment = u.environment
-            and i.value = u.recipient and i.wallet_id = u.from_wallet_id
-          where i.unlinked_at is null
-            for share of i
-       )
-       select u.transaction_id from pending u
-        where not exists (
-          select 1 from linked l
-           where l.tenant_id = u.tenant_id and l.environment = u.environment and l.value = u.recipient
-             and l.wallet_id = u.from_wallet_id)`,
-      [JSON.stringify(same_wallet)],
+  if (same_wallet.length > 0)
+    await refuseUnlinked(
+      client,
+      same_wallet,
+      `select p.tenant_id, p.environment, p.transaction_id, p.recipient, p.from_wallet_id as wallet_id
+         from r join platform.payments p
+           on p.tenant_id = r.tenant_id and p.environment = r.environment and p.transaction_id = r.transaction_id
+        where p.status = 'pending'`,
     )
-    if (unlinked.rows.length > 0) throw new PayeeUnlinked(unlinked.rows.map((row) => row.transaction_id))
-  }
   return await updatePending(
     client,
     refusals,
