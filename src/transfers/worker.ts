@@ -597,14 +597,21 @@ export function startTransferWorker(
    * the job is done (the transfer settled) or is to be retried by pg-boss.
    */
   const afterStepError = async (
-    job: Pick<JobWithMetadata<TransferJob>, "data" | "retryCount" | "retryLimit" | "retryDelayMax">,
+    job: Pick<JobWithMetadata<TransferJob>, "id" | "data" | "retryCount" | "retryLimit" | "retryDelayMax">,
   ): Promise<"settled" | "retry"> => {
     const row = await loadRow(pool, job.data.transfer_id)
     if (row === undefined || row.status !== "pending") return "settled"
-    const attempts = job.retryCount + 1
+    // The job's count as pg-boss has it now: a run that outlived the job's expiry holds the count of
+    // its own claim, while pg-boss has since claimed the job again (one more) for a run left to it.
+    const claimed = await pool.query<{ retry_count: number }>(
+      "select retry_count from pgboss.job where name = $1 and id = $2",
+      [transfer_queue, job.id],
+    )
+    const retry_count = Math.max(job.retryCount, claimed.rows[0]?.retry_count ?? 0)
+    const attempts = retry_count + 1
     if (row.tx_hash === null && attempts >= sign_attempts_max && (await giveUpUnsigned(row, attempts)))
       return "settled"
-    if (job.retryCount >= job.retryLimit) {
+    if (retry_count >= job.retryLimit) {
       await boss.insert(
         transfer_queue,
         [{ data: job.data, startAfter: job.retryDelayMax ?? step_retry_delay_max }],

@@ -15,7 +15,7 @@ import type { ChainAdapter } from "../../src/ports/chain.ts"
 import { transfer_queue } from "../../src/transfers/hook.ts"
 import type { SourceWallet } from "../../src/transfers/request.ts"
 import { chainRoutes } from "../../src/transfers/routes.ts"
-import { startTransferWorker } from "../../src/transfers/worker.ts"
+import { createTransferQueue, startTransferWorker } from "../../src/transfers/worker.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { test_mnemonic } from "../support/evm.ts"
 import { transferKit } from "../support/transfer-kit.ts"
@@ -166,6 +166,54 @@ describe("a transfer's jobs", () => {
       await new Promise((resolve) => setTimeout(resolve, 4_000))
       expect(await polls()).toBeGreaterThan(before)
     })
+    expect((await kit.loadRow(row.transfer_id)).status).toBe("pending")
+  }, 60_000)
+
+  it("a job run again past its expiry on its last retry gets a replacement when its first run fails", async () => {
+    const address = deriveAddress(seed, { chain: "solana", tenant_index: 0, wallet_index: 7 }) as Address
+    const wallet: SourceWallet = {
+      wallet_id: "wal_jobs_last",
+      chain: "solana",
+      address,
+      tenant_index: 0,
+      wallet_index: 7,
+    }
+    await local.fund(address, "USDC", 1_000_000_000n)
+    await kit.creditLedger(wallet)
+    const recipient = deriveAddress(seed, { chain: "solana", tenant_index: 0, wallet_index: 8 })
+    // One retry per job: pg-boss's second claim of the job (after its expiry) is its last.
+    const retry = { step_retry_limit: 1, step_retry_delay_max_seconds: 1, sign_attempts_max: 2 }
+    await createTransferQueue(flow.boss, job_expire_seconds, { limit: 1, delay_max_seconds: 1 })
+    let fail: (error: Error) => void = () => {}
+    slow_read = new Promise<void>((_resolve, reject) => {
+      fail = reject
+    })
+    const row = await kit.request(wallet, recipient, 5_000_000n)
+    const polls = async () => (await kit.loadRow(row.transfer_id)).poll_count
+    const waiting = async () =>
+      (
+        await db.pool.query<{ n: number }>(
+          `select count(*)::int as n from pgboss.job
+            where name = $1 and data->>'transfer_id' = $2 and state < 'completed'`,
+          [transfer_queue, row.transfer_id],
+        )
+      ).rows[0]?.n ?? 0
+    try {
+      await kit.withWorker(async () => {
+        // The read holds the job past its expiry: pg-boss claims it again (its last retry) and that
+        // run is left to the first; then the first run's read fails. The job has no retry left, so a
+        // new job must take the transfer over (the orphan sweep is a minute away).
+        await new Promise((resolve) => setTimeout(resolve, (job_expire_seconds + 4) * 1000))
+        fail(new Error("the node went away"))
+        await new Promise((resolve) => setTimeout(resolve, 500))
+        const before = await polls()
+        await new Promise((resolve) => setTimeout(resolve, 4_000))
+        expect(await waiting()).toBeGreaterThan(0)
+        expect(await polls()).toBeGreaterThan(before)
+      }, retry)
+    } finally {
+      await createTransferQueue(flow.boss, job_expire_seconds)
+    }
     expect((await kit.loadRow(row.transfer_id)).status).toBe("pending")
   }, 60_000)
 })
