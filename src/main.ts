@@ -491,7 +491,7 @@ const PlatformLive = Layer.effect(
         pending_payment_expiry_ms: config.pendingPaymentExpiryMs,
         trusted_proxy_hops: config.trustedProxyHops,
       },
-      redeliver: (scope, delivery_id) => redeliver(pool, engine.boss, scope, delivery_id),
+      redeliver: (scope, delivery_id, client) => redeliver(client ?? pool, engine.boss, scope, delivery_id),
       background: (effect) => Effect.asVoid(FiberSet.run(background, effect)),
     }
   }),

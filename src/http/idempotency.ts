@@ -228,7 +228,7 @@ export const idempotent = <A, R>(
 
 /**
  * Stores the response of a request whose effect is naturally idempotent (choosing the default
- * wallet, revoking a key, scheduling a redelivery, a sandbox sample), after it took effect: if the
+ * wallet, revoking a key, a reconciliation run), after it took effect: if the
  * process stops in between, the retry repeats an effect that changes nothing the second time.
  */
 export const storeAfterwards =

@@ -46,9 +46,11 @@ export interface PlatformDeps {
    */
   readonly background: (effect: Effect.Effect<void>) => Effect.Effect<void>
   /** Schedules a fresh attempt of a webhook delivery of the tenant (undefined: no such delivery). */
+  /** Given a client, the redelivery is made in its transaction (with the request's stored response). */
   readonly redeliver: (
     scope: { readonly tenant_id: string; readonly environment: Environment },
     delivery_id: string,
+    client?: pg.PoolClient,
   ) => Promise<WebhookDelivery | undefined>
 }
 

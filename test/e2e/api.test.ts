@@ -1073,6 +1073,57 @@ describe("a retry with its Idempotency-Key", () => {
   })
 })
 
+describe("a redelivery whose key another request stores while it is being made", () => {
+  it("is rolled back with it and answered 409: no fresh attempt is made", async () => {
+    const { client: api, credentials } = await registerTenant(platform.url)
+    const hook = expectOk(
+      await api.post<WebhookView>("/api/v1/webhooks", {
+        url: receiver.url,
+        events: ["wallet.created"],
+        secret,
+      }),
+      201,
+    )
+    await createWallet(api, "ethereum", "redeliver-contested")
+    const deliveries = `/api/v1/webhooks/${hook.webhook_id}/deliveries`
+    const delivered = await poll(
+      "the wallet.created delivery",
+      async () => expectOk(await api.get<Page<DeliveryView>>(deliveries)),
+      (page) => page.data.some((d) => d.status === "succeeded"),
+    )
+    const delivery = delivered.data[0] as DeliveryView
+    const arrivals = () => receiver.received.filter((r) => r.body.id === delivery.event_id).length
+    expect(arrivals()).toBe(1)
+    // Another request's transaction holds the key, not yet committed: the redelivery finds no
+    // stored response, is made, and its transaction waits on the key's row.
+    const other = await platform.database.pool.connect()
+    try {
+      await other.query("begin")
+      await other.query(
+        `insert into platform.idempotency_keys
+           (tenant_id, environment, idempotency_key, fingerprint, response_status, response_body)
+         values ($1, 'sandbox', 'contested-redelivery', 'another request', 201, '{"webhook_id":"whk_other"}')`,
+        [credentials.tenant_id],
+      )
+      const contested = api.post(
+        `${deliveries}/${delivery.delivery_id}/redeliver`,
+        {},
+        { "idempotency-key": "contested-redelivery" },
+      )
+      await new Promise((resolve) => setTimeout(resolve, 500))
+      await other.query("commit")
+      expectError(await contested, 409, "idempotency_key_reused")
+    } finally {
+      other.release()
+    }
+    // Retries come back within 200 ms here: a redelivery made would have arrived by now.
+    await new Promise((resolve) => setTimeout(resolve, 1_500))
+    expect(arrivals()).toBe(1)
+    const after = expectOk(await api.get<Page<DeliveryView>>(deliveries)).data[0]
+    expect(after).toMatchObject({ status: "succeeded", attempt_count: delivery.attempt_count })
+  })
+})
+
 // --- 6. double spend --------------------------------------------------------------------------
 
 describe("concurrent payments from one wallet", () => {

@@ -29,13 +29,7 @@ import {
 } from "../../webhooks/store.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
 import { badRequest, conflict, notFound, unprocessable } from "../errors.ts"
-import {
-  type IdempotencyTicket,
-  idempotent,
-  StoredResponseSealer,
-  storeAfterwards,
-  storedResponse,
-} from "../idempotency.ts"
+import { type IdempotencyTicket, idempotent, StoredResponseSealer, storedResponse } from "../idempotency.ts"
 import { textLengths } from "../limits.ts"
 import { characterCount, db, listCursor, longerThan, parseLimit, requireSandbox, respond } from "./common.ts"
 import { faucetResponse } from "./wallets.ts"
@@ -347,10 +341,20 @@ export const WebhooksHandlers = HttpApiBuilder.group(PlatformApi, "webhooks", (h
                   if (existing === undefined || existing.webhook_id !== params.webhook_id) {
                     return yield* notFound("delivery", params.delivery_id, "delivery_id")
                   }
-                  const delivery = yield* db(() => platform.redeliver(scopeOf(caller), params.delivery_id))
-                  if (delivery === undefined)
+                  // The redelivery and its stored response commit together: a key another request
+                  // stores meanwhile rolls the redelivery back, and a crash in between leaves neither.
+                  const view = yield* db(() =>
+                    inTransaction(platform.pool, async (client) => {
+                      const delivery = await platform.redeliver(scopeOf(caller), params.delivery_id, client)
+                      if (delivery === undefined) return undefined
+                      const body = deliveryView(delivery)
+                      if (ticket !== undefined) await storeResponse(client, storedResponse(ticket, 202, body))
+                      return body
+                    }),
+                  )
+                  if (view === undefined)
                     return yield* notFound("delivery", params.delivery_id, "delivery_id")
-                  return yield* storeAfterwards(ticket, 202)(deliveryView(delivery))
+                  return view
                 }),
             )
           }),
