@@ -227,9 +227,11 @@ export const idempotent = <A, R>(
   })
 
 /**
- * Stores the response of a request whose effect is naturally idempotent (choosing the default
- * wallet, revoking a key, a reconciliation run), after it took effect: if the
- * process stops in between, the retry repeats an effect that changes nothing the second time.
+ * Stores the response of a request whose effect only observes (a reconciliation run: its report is
+ * the state as read, whoever asked), after it took effect: if the process stops in between, the
+ * retry runs it again, which changes nothing but the report's time. A key another request stored
+ * meanwhile is answered as that request's (a replay, or 409 for another request), never with
+ * this one's body. Any effect that changes something stores its response in its own transaction.
  */
 export const storeAfterwards =
   (ticket: IdempotencyTicket | undefined, status: number) =>
@@ -238,13 +240,9 @@ export const storeAfterwards =
       ? Effect.succeed(body)
       : Effect.gen(function* () {
           const { pool } = yield* Platform
-          // A key another request took meanwhile keeps that request's response.
+          // `IdempotencyKeyTaken` goes on as a defect: `idempotent` answers from what the other stored.
           yield* Effect.promise(() =>
-            inTransaction(pool, (client) =>
-              storeResponse(client, storedResponse(ticket, status, body)),
-            ).catch((error: unknown) => {
-              if (!(error instanceof IdempotencyKeyTaken)) throw error
-            }),
+            inTransaction(pool, (client) => storeResponse(client, storedResponse(ticket, status, body))),
           )
           return body
         })

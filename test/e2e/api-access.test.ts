@@ -550,9 +550,21 @@ describe("verification and the production environment", () => {
     )
     expectOk(await production.post(`/api/v1/api-keys/${second.key_id}/rotate`, { grace_period_seconds: 60 }))
 
+    // Production hangs on the verification: once a production key works, only one may change it.
+    expectError(
+      await sandbox.post("/api/v1/tenant/verification", submission),
+      403,
+      "production_key_required",
+    )
+    expect(expectOk(await production.get<TenantView>("/api/v1/tenant")).verification.status).toBe("verified")
+
     // A later rejected submission suspends the production keys (and their rotation) until verified again.
-    expectOk(await sandbox.post<TenantView>("/api/v1/tenant/verification", submission))
+    expectOk(await production.post<TenantView>("/api/v1/tenant/verification", submission))
     await sleep(1_100)
+    // With no production key working, a sandbox key may revoke one (it may be why), and verify again.
+    expect(
+      expectOk(await sandbox.post<{ status: string }>(`/api/v1/api-keys/${second.key_id}/revoke`, {})).status,
+    ).toBe("revoked")
     // A retry answers what was done: the tenant's state as it is now counts for new requests only.
     const again = await sandbox.post("/api/v1/api-keys", keyed, { "idempotency-key": "live-1" })
     expect(again.headers.get("idempotent-replayed")).toBe("true")

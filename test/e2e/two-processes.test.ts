@@ -228,6 +228,67 @@ describe("a payment whose key another request stores while the payment is being 
   })
 })
 
+describe("a default wallet, a revocation or a reconciliation run whose key another request stores meanwhile", () => {
+  it("is answered from that request's stored response (409 for another request), and the change is rolled back", async () => {
+    const { client, credentials } = await registerTenant(first.url)
+    const first_wallet = await createWallet(client, "ethereum", "first")
+    const other_wallet = await createWallet(client, "ethereum", "other")
+    const key = expectOk(
+      await client.post<{ key_id: string }>("/api/v1/api-keys", { scopes: ["wallets:read"] }),
+      201,
+    )
+    /** Sends `send` with `key` while another transaction holds that key, then commits that one. */
+    const contested = async (
+      idempotency_key: string,
+      send: (headers: Record<string, string>) => Promise<unknown>,
+    ) => {
+      const other = await first.database.pool.connect()
+      try {
+        await other.query("begin")
+        await other.query(
+          `insert into platform.idempotency_keys
+             (tenant_id, environment, idempotency_key, fingerprint, response_status, response_body)
+           values ($1, 'sandbox', $2, 'another request', 201, '{"webhook_id":"whk_other"}')`,
+          [credentials.tenant_id, idempotency_key],
+        )
+        const answer = send({ "idempotency-key": idempotency_key })
+        await new Promise((resolve) => setTimeout(resolve, 500))
+        await other.query("commit")
+        return (await answer) as Parameters<typeof expectError>[0]
+      } finally {
+        other.release()
+      }
+    }
+    expectError(
+      await contested("contested-default", (headers) =>
+        client.post(`/api/v1/wallets/${other_wallet.wallet_id}/default`, {}, headers),
+      ),
+      409,
+      "idempotency_key_reused",
+    )
+    const wallets = expectOk(await client.get<{ data: Array<typeof Wallet.Type> }>("/api/v1/wallets")).data
+    expect(wallets.filter((wallet) => wallet.is_default).map((wallet) => wallet.wallet_id)).toEqual([
+      first_wallet.wallet_id,
+    ])
+    expectError(
+      await contested("contested-revoke", (headers) =>
+        client.post(`/api/v1/api-keys/${key.key_id}/revoke`, {}, headers),
+      ),
+      409,
+      "idempotency_key_reused",
+    )
+    const keys = expectOk(
+      await client.get<{ data: Array<{ key_id: string; status: string }> }>("/api/v1/api-keys"),
+    ).data
+    expect(keys.find((listed) => listed.key_id === key.key_id)?.status).toBe("active")
+    expectError(
+      await contested("contested-run", (headers) => client.post("/api/v2/reconciliation/runs", {}, headers)),
+      409,
+      "idempotency_key_reused",
+    )
+  })
+})
+
 describe("an API key changed in one process", () => {
   const settle = () => new Promise((resolve) => setTimeout(resolve, 100))
 

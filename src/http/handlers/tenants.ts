@@ -34,7 +34,7 @@ import { Platform } from "../../platform/service.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
 import { clientAddress } from "../client-address.ts"
 import { ApiError, badRequest, conflict, forbidden, notFound } from "../errors.ts"
-import { idempotent, StoredResponseSealer, storeAfterwards, storedResponse } from "../idempotency.ts"
+import { type IdempotencyTicket, idempotent, StoredResponseSealer, storedResponse } from "../idempotency.ts"
 import { textLengths, verification_documents_max } from "../limits.ts"
 import {
   characterCount,
@@ -228,6 +228,9 @@ const submitVerification = (payload: {
       representative_country: payload.representative.country,
       documents,
     }
+    // The verification decides whether production works at all: once a production key works, only
+    // a production key may change it (a leaked sandbox key could otherwise switch production off).
+    yield* productionFromProduction(caller, "production", "change the tenant's verification", "tenant:manage")
     const decision = simulateVerification(submission)
     const reason = decision.status === "rejected" ? decision.reason : null
     const { keys } = yield* Platform
@@ -289,11 +292,18 @@ const verifiedFor = (tenant_id: string, environment: string | undefined) =>
     : Effect.void
 
 /**
- * Production keys are managed with a production key once the tenant has one that works: a sandbox
- * key (in a test suite, a CI job) that leaks must not reach production. The first production key
- * can only come from a sandbox key, so it may be created by one.
+ * Production keys are managed with a production key once the tenant has one that works (not revoked,
+ * not expired, its tenant verified): a sandbox key (in a test suite, a CI job) that leaks must not
+ * reach production. The first production key can only come from a sandbox key, so it may be
+ * created by one; and while the tenant's verification is rejected, its production keys work no
+ * more, so a sandbox key may revoke them (one of them may be why).
  */
-const productionFromProduction = (caller: Caller, environment: string | undefined, what: string) =>
+const productionFromProduction = (
+  caller: Caller,
+  environment: string | undefined,
+  what: string,
+  scope: ApiScope = "keys:manage",
+) =>
   environment !== "production" || caller.environment === "production"
     ? Effect.void
     : Effect.gen(function* () {
@@ -302,14 +312,16 @@ const productionFromProduction = (caller: Caller, environment: string | undefine
           pool.query<{ live: boolean }>(
             `select exists (select 1 from platform.api_keys
                              where tenant_id = $1 and environment = 'production' and revoked_at is null
-                               and (expires_at is null or expires_at > now())) as live`,
+                               and (expires_at is null or expires_at > now()))
+                    and exists (select 1 from platform.tenants
+                                 where tenant_id = $1 and kyc_status = 'verified') as live`,
             [caller.tenant_id],
           ),
         )
         if (found.rows[0]?.live !== true) return
         return yield* forbidden(
           "production_key_required",
-          `A sandbox key cannot ${what} once the tenant has a production key: use a production key (sk_live_...) with keys:manage.`,
+          `A sandbox key cannot ${what} once the tenant has a production key: use a production key (sk_live_...) with ${scope}.`,
         )
       })
 
@@ -526,7 +538,7 @@ const rotateKey = (key_id: string, payload: { grace_period_seconds?: number | un
     return result
   })
 
-const revokeKey = (key_id: string) =>
+const revokeKey = (key_id: string, ticket: IdempotencyTicket | undefined) =>
   Effect.gen(function* () {
     const caller = yield* CurrentCaller
     const platform = yield* Platform
@@ -538,10 +550,11 @@ const revokeKey = (key_id: string) =>
     yield* productionFromProduction(caller, target?.environment, "revoke production keys")
     // A key past its rotation's grace period is over: revoking it would rewrite how it ended (its
     // status "expired" becoming "revoked" after the fact). A revoked key stays as it was revoked.
-    // The revocation and its announcement to the other processes commit together.
-    const found = yield* db(() =>
+    // The revocation, its announcement to the other processes and the stored response commit
+    // together: a key another request stored meanwhile rolls the revocation back.
+    const outcome = yield* db(() =>
       inTransaction(platform.pool, async (client) => {
-        const revoked = await client.query<{ environment: string; expired: boolean; changed: boolean }>(
+        const revoked = await client.query<{ environment: Environment; expired: boolean; changed: boolean }>(
           `with target as (
              select key_id, environment, revoked_at is null and coalesce(expires_at <= now(), false) as expired,
                     revoked_at is null as active
@@ -553,24 +566,27 @@ const revokeKey = (key_id: string) =>
            select environment, expired, active and not expired as changed from target`,
           [caller.tenant_id, key_id],
         )
-        if (revoked.rows[0]?.changed === true) await announceKeyChange(client, { key_id })
-        return revoked
+        const found = revoked.rows[0]
+        if (found === undefined) return "missing" as const
+        if (found.expired) return "expired" as const
+        const row = await getKey(client, caller.tenant_id, found.environment, key_id)
+        if (row === undefined) return "missing" as const
+        const view = toKeyView(row)
+        if (ticket !== undefined) await storeResponse(client, storedResponse(ticket, 200, view))
+        if (found.changed) await announceKeyChange(client, { key_id })
+        return view
       }),
     )
     platform.keys.forget(key_id)
-    const target_row = found.rows[0]
-    const environment = target_row?.environment as Environment | undefined
-    if (environment === undefined) return yield* notFound("api_key", key_id, "key_id")
-    if (target_row?.expired === true) {
+    if (outcome === "missing") return yield* notFound("api_key", key_id, "key_id")
+    if (outcome === "expired") {
       return yield* conflict(
         "api_key_already_expired",
         `API key ${key_id} expired at the end of its rotation's grace period; an expired key is not revoked (it no longer works).`,
         "key_id",
       )
     }
-    const row = yield* db(() => getKey(platform.pool, caller.tenant_id, environment, key_id))
-    if (row === undefined) return yield* notFound("api_key", key_id, "key_id")
-    return toKeyView(row)
+    return outcome
   })
 
 export const KeysHandlers = HttpApiBuilder.group(PlatformApi, "apiKeys", (handlers) =>
@@ -597,7 +613,7 @@ export const KeysHandlers = HttpApiBuilder.group(PlatformApi, "apiKeys", (handle
           Effect.gen(function* () {
             const caller = yield* CurrentCaller
             return yield* idempotent(caller, `keys.revoke.${params.key_id}`, {}, (ticket) =>
-              Effect.flatMap(revokeKey(params.key_id), storeAfterwards(ticket, 200)),
+              revokeKey(params.key_id, ticket),
             )
           }),
         ),

@@ -39,7 +39,7 @@ import {
 import { Chains } from "../../ports/chains.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
 import { ApiError, badRequest, CurrentRequestId, notFound } from "../errors.ts"
-import { idempotent, storeAfterwards, storedResponse } from "../idempotency.ts"
+import { idempotent, storedResponse } from "../idempotency.ts"
 import { amount_whole_units_max, textLengths } from "../limits.ts"
 import { db, listCursor, parseLimit, parseMoney, requireSandbox, respond, text, tokenOn } from "./common.ts"
 import { mapLedgerErrors } from "./ledger-errors.ts"
@@ -149,15 +149,19 @@ const makeDefault = (wallet_id: string) =>
     const caller = yield* CurrentCaller
     const { pool } = yield* Platform
     const wallet = yield* callerWallet(caller, wallet_id)
+    // The change and its stored response commit together: a key another request stored meanwhile
+    // rolls the change back.
     return yield* idempotent(caller, `wallets.default.${wallet_id}`, {}, (ticket) =>
       db(() =>
-        pool.query(
-          "update platform.tenant_environments set default_wallet_id = $3 where tenant_id = $1 and environment = $2",
-          [caller.tenant_id, caller.environment, wallet_id],
-        ),
-      ).pipe(
-        Effect.map(() => toWalletView(wallet, wallet_id)),
-        Effect.flatMap(storeAfterwards(ticket, 200)),
+        inTransaction(pool, async (client) => {
+          await client.query(
+            "update platform.tenant_environments set default_wallet_id = $3 where tenant_id = $1 and environment = $2",
+            [caller.tenant_id, caller.environment, wallet_id],
+          )
+          const body = toWalletView(wallet, wallet_id)
+          if (ticket !== undefined) await storeResponse(client, storedResponse(ticket, 200, body))
+          return body
+        }),
       ),
     )
   })
