@@ -1073,8 +1073,8 @@ describe("a retry with its Idempotency-Key", () => {
   })
 })
 
-describe("a redelivery whose key another request stores while it is being made", () => {
-  it("is rolled back with it and answered 409: no fresh attempt is made", async () => {
+describe("a redelivery with an Idempotency-Key", () => {
+  it("that another request stores meanwhile is rolled back and answered 409: no fresh attempt is made", async () => {
     const { client: api, credentials } = await registerTenant(platform.url)
     const hook = expectOk(
       await api.post<WebhookView>("/api/v1/webhooks", {
@@ -1121,6 +1121,43 @@ describe("a redelivery whose key another request stores while it is being made",
     expect(arrivals()).toBe(1)
     const after = expectOk(await api.get<Page<DeliveryView>>(deliveries)).data[0]
     expect(after).toMatchObject({ status: "succeeded", attempt_count: delivery.attempt_count })
+  })
+
+  it("made, is answered from its stored response to a retry even after its endpoint was disabled or deleted", async () => {
+    const { client: api } = await registerTenant(platform.url)
+    const hook = expectOk(
+      await api.post<WebhookView>("/api/v1/webhooks", {
+        url: receiver.url,
+        events: ["wallet.created"],
+        secret,
+      }),
+      201,
+    )
+    await createWallet(api, "ethereum", "redeliver-replayed")
+    const deliveries = `/api/v1/webhooks/${hook.webhook_id}/deliveries`
+    const delivered = await poll(
+      "the wallet.created delivery",
+      async () => expectOk(await api.get<Page<DeliveryView>>(deliveries)),
+      (page) => page.data.some((d) => d.status === "succeeded"),
+    )
+    const route = `${deliveries}/${(delivered.data[0] as DeliveryView).delivery_id}/redeliver`
+    const headers = { "idempotency-key": "redeliver-lost-answer" }
+    const made = await api.post(route, {}, headers)
+    expect(made.status).toBe(202)
+    // The answer was lost; meanwhile the endpoint is disabled, then deleted.
+    expectOk(await api.patch(`/api/v1/webhooks/${hook.webhook_id}`, { enabled: false }))
+    for (const change of ["disabled", "deleted"]) {
+      if (change === "deleted") expectOk(await api.delete(`/api/v1/webhooks/${hook.webhook_id}`))
+      const retried = await api.post(route, {}, headers)
+      expect({ change, status: retried.status, text: retried.text }).toEqual({
+        change,
+        status: 202,
+        text: made.text,
+      })
+      expect(retried.headers.get("idempotent-replayed")).toBe("true")
+    }
+    // A new request to it is refused as before.
+    expectError(await api.post(route, {}), 404, "webhook_not_found")
   })
 })
 

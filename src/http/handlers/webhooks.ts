@@ -326,15 +326,17 @@ export const WebhooksHandlers = HttpApiBuilder.group(PlatformApi, "webhooks", (h
           Effect.gen(function* () {
             const caller = yield* CurrentCaller
             const platform = yield* Platform
-            const owned = yield* db(() => getWebhook(platform.pool, scopeOf(caller), params.webhook_id))
-            if (owned === undefined) return yield* notFound("webhook", params.webhook_id, "webhook_id")
-            if (!owned.enabled) return yield* disabled(params.webhook_id)
+            // The endpoint is checked inside `idempotent`: a retry of a redelivery made is answered
+            // with its stored response, even once the endpoint was disabled or deleted since.
             return yield* idempotent(
               caller,
               `webhooks.redeliver.${params.webhook_id}.${params.delivery_id}`,
               {},
               (ticket) =>
                 Effect.gen(function* () {
+                  const owned = yield* db(() => getWebhook(platform.pool, scopeOf(caller), params.webhook_id))
+                  if (owned === undefined) return yield* notFound("webhook", params.webhook_id, "webhook_id")
+                  if (!owned.enabled) return yield* disabled(params.webhook_id)
                   const existing = yield* db(() =>
                     getDelivery(platform.pool, scopeOf(caller), params.delivery_id),
                   )
