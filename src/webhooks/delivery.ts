@@ -38,13 +38,41 @@ export interface DeliverySettings {
   readonly onHeld?: (error: WebhookSecretUnreadable) => void
   /** How long such an attempt waits before it looks again; default `unreadable_secret_hold_ms`. */
   readonly hold_ms?: number
+  /**
+   * This process's attempts in flight per tenant and environment. An attempt whose tenant already
+   * has its share in flight (a receiver that answers slowly or never) is put off, unclaimed, so one
+   * tenant's endpoints never hold every worker while other tenants' deliveries wait.
+   */
+  readonly tenant_slots?: TenantSlots
+}
+
+/** Attempts in flight per tenant and environment in this process, at most `max` each. */
+export interface TenantSlots {
+  readonly max: number
+  /** How long an attempt put off waits before it is tried again. */
+  readonly put_off_ms: number
+  readonly in_flight: Map<string, number>
+}
+
+/** Takes one of the tenant's slots; false when all are taken. */
+const takeSlot = (slots: TenantSlots, key: string): boolean => {
+  const taken = slots.in_flight.get(key) ?? 0
+  if (taken >= slots.max) return false
+  slots.in_flight.set(key, taken + 1)
+  return true
+}
+
+const releaseSlot = (slots: TenantSlots, key: string): void => {
+  const taken = (slots.in_flight.get(key) ?? 1) - 1
+  if (taken <= 0) slots.in_flight.delete(key)
+  else slots.in_flight.set(key, taken)
 }
 
 /** The longest response excerpt and error text kept per attempt. */
 export const excerpt_bytes_max = 1_024
 export const user_agent = "PaymentsPlatform-Webhooks/1.0"
 
-export type DeliveryResult = "skipped" | "succeeded" | "retrying" | "failed" | "held"
+export type DeliveryResult = "skipped" | "succeeded" | "retrying" | "failed" | "held" | "put_off"
 
 /** How long a delivery whose secret cannot be opened waits before it looks again (default). */
 export const unreadable_secret_hold_ms = 60_000
@@ -57,6 +85,7 @@ interface DeliveryTarget {
   readonly data: JsonObject
   readonly created_at: Date
   readonly url: string
+  readonly tenant_id: string
   readonly environment: Environment
   readonly webhook_id: string
   /** Sealed. */
@@ -70,7 +99,7 @@ interface DeliveryTarget {
 const loadTarget = async (pool: pg.Pool, delivery_id: string): Promise<DeliveryTarget | undefined> => {
   const result = await pool.query<DeliveryTarget>(
     `select d.status, d.attempt_count, e.event_id, e.event_type, e.data, e.created_at, w.url,
-       w.environment, w.webhook_id, w.secret,
+       w.tenant_id, w.environment, w.webhook_id, w.secret,
        case when w.previous_secret_expires_at > now() then w.previous_secret end as previous_secret,
        w.deleted_at is not null as webhook_deleted, w.enabled as webhook_enabled
      from platform.webhook_deliveries d
@@ -483,6 +512,33 @@ export async function deliverAttempt(
   if (target.webhook_deleted || !target.webhook_enabled) {
     return await failOrphan(pool, boss, job, job_id, claim_lifetime_s)
   }
+  const slots = settings.tenant_slots
+  if (slots === undefined) return await claimAndSend(pool, boss, settings, job, job_id, signal, target)
+  const tenant = `${target.tenant_id}|${target.environment}`
+  if (!takeSlot(slots, tenant)) {
+    // Put off, not attempted: a job of the same attempt, a little later (with jitter, so the
+    // tenant's waiting attempts do not all come back at once). Two jobs of one attempt send it once.
+    const delay_ms = slots.put_off_ms * (1 + settings.random())
+    await inTransaction(pool, (client) => sendDeliveryJobs(boss, client, [{ ...job, delay_ms }]))
+    return "put_off"
+  }
+  try {
+    return await claimAndSend(pool, boss, settings, job, job_id, signal, target)
+  } finally {
+    releaseSlot(slots, tenant)
+  }
+}
+
+const claimAndSend = async (
+  pool: pg.Pool,
+  boss: PgBoss,
+  settings: DeliverySettings,
+  job: DeliveryJob,
+  job_id: string,
+  signal: AbortSignal,
+  target: DeliveryTarget,
+): Promise<DeliveryResult> => {
+  const claim_lifetime_s = jobLifetimeSeconds(settings.delivery_timeout_ms)
   if (!(await claimAttempt(pool, job, job_id, claim_lifetime_s))) {
     return await awaitClaim(pool, boss, job, claim_lifetime_s)
   }

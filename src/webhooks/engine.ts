@@ -25,10 +25,18 @@ export interface WebhookEngineOptions {
   readonly retry_schedule?: RetrySchedule
   /** How long a receiver has to answer; default 10,000. */
   readonly delivery_timeout_ms?: number
-  /** Delivery workers in this process (1..64); default 4. */
+  /**
+   * Delivery workers in this process (1..64); default 16. Each sends one attempt at a time, so a
+   * receiver that never answers holds one worker for the timeout, never a batch of other attempts.
+   */
   readonly worker_count?: number
-  /** Jobs a worker takes at once, sent concurrently (1..100); default 10. */
+  /** Jobs a worker takes at once, sent concurrently, the worker waiting for all (1..100); default 1. */
   readonly worker_batch_size?: number
+  /**
+   * Attempts one tenant (and environment) may have in flight in this process (1..64); default half
+   * the workers' jobs. Its further attempts are put off, unclaimed, for 1-2 s at a time.
+   */
+  readonly tenant_attempts_max?: number
   /** How often an idle worker looks for due jobs (retries); pg-boss's floor is 500; default 1,000. */
   readonly worker_poll_interval_ms?: number
   /** How often a standby dispatcher tries to take over; default 1,000. */
@@ -62,6 +70,12 @@ const bounded = (name: string, value: number, min: number, max: number): number 
   return value
 }
 
+const workerCount = (options: WebhookEngineOptions) =>
+  bounded("worker_count", options.worker_count ?? 16, 1, 64)
+
+/** How long an attempt put off (its tenant's share of the workers busy) waits, at least. */
+const put_off_ms = 1_000
+
 /** Registers the delivery workers; returns their ids, so the dispatcher can wake them. */
 const startWorkers = async (
   boss: PgBoss,
@@ -83,13 +97,13 @@ const startWorkers = async (
       }),
     )
   const work_options = {
-    batchSize: bounded("worker_batch_size", options.worker_batch_size ?? 10, 1, 100),
+    batchSize: bounded("worker_batch_size", options.worker_batch_size ?? 1, 1, 100),
     pollingIntervalSeconds:
       bounded("worker_poll_interval_ms", options.worker_poll_interval_ms ?? 1_000, 500, 60_000) / 1000,
     perJobResults: true,
   } as const
   const worker_ids: string[] = []
-  for (let i = 0; i < bounded("worker_count", options.worker_count ?? 4, 1, 64); i++) {
+  for (let i = 0; i < workerCount(options); i++) {
     worker_ids.push(await boss.work<DeliveryJob>(delivery_queue, work_options, handle))
   }
   return worker_ids
@@ -125,6 +139,17 @@ export async function startWebhookEngine(input: {
       1,
       3_600_000,
     ),
+    tenant_slots: {
+      max: bounded(
+        "tenant_attempts_max",
+        options.tenant_attempts_max ??
+          Math.max(1, Math.floor((workerCount(options) * (options.worker_batch_size ?? 1)) / 2)),
+        1,
+        6_400,
+      ),
+      put_off_ms,
+      in_flight: new Map(),
+    },
   }
   // Endpoints stored before secrets were sealed are sealed before anything is signed.
   await sealStoredSecrets(pool, input.secrets)

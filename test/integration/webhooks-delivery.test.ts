@@ -334,6 +334,38 @@ describe("delivery", () => {
     expect(attempt?.latency_ms).toBeGreaterThanOrEqual(290)
   })
 
+  it("keeps one tenant's receiver that never answers from holding every worker: another tenant's deliveries go out at once", async () => {
+    const stuck = newTenant()
+    const other = newTenant()
+    const hanging = await startReceiver(() => "hang")
+    const healthy = await startReceiver(() => ({ status: 200 }))
+    await createWebhook(db.pool, stuck, { url: hanging.url, events: ["payment.pending"] }, box)
+    const webhook = await createWebhook(
+      db.pool,
+      other,
+      { url: healthy.url, events: ["payment.pending"] },
+      box,
+    )
+    await start({
+      worker_count: 4,
+      delivery_timeout_ms: 4_000,
+      retry_schedule: { ...fast, attempt_count_max: 1 },
+    })
+    // The stuck tenant's events come one by one, each taken by a worker as it comes.
+    for (let event = 0; event < 8; event++) {
+      await enqueue(stuck, "payment.pending")
+      await settle(150)
+    }
+    const sent = Date.now()
+    await enqueue(other, "payment.pending")
+    const delivery = await settledDelivery(other, webhook.webhook_id)
+    expect(delivery.status).toBe("succeeded")
+    // Well inside the stuck receiver's timeout: no worker had to give up on it first.
+    expect(Date.now() - sent).toBeLessThan(2_000)
+    // The stuck tenant's attempts were put off, not lost: each goes out once a worker of its share is free.
+    expect(hanging.received.length).toBeLessThanOrEqual(2)
+  })
+
   it("counts a refused connection as a failed attempt", async () => {
     const scope = newTenant()
     const closed = await startReceiver(() => ({ status: 200 }))
