@@ -212,16 +212,19 @@ const recordedOutcome = async (db: pg.Pool, transfer_id: string): Promise<Settle
   return found.rows[0]?.settling ?? undefined
 }
 
-/** The highest nonce persisted for an unresolved transfer of this sender, or -1. */
-const highestUnresolvedNonce = async (client: pg.PoolClient, row: TransferRow): Promise<number> => {
-  const found = await client.query<{ nonce: string | null }>(
-    `select max(nonce)::text as nonce from platform.chain_transfers
+/** The nonces persisted for unresolved transfers of this sender, from `from` up. */
+const unresolvedNoncesFrom = async (
+  client: pg.PoolClient,
+  row: TransferRow,
+  from: number,
+): Promise<Set<number>> => {
+  const found = await client.query<{ nonce: string }>(
+    `select distinct nonce::text as nonce from platform.chain_transfers
       where environment = $1 and chain = $2 and from_address = $3 and status = 'pending'
-        and nonce is not null`,
-    [row.environment, row.chain, row.from_address],
+        and nonce is not null and nonce >= $4`,
+    [row.environment, row.chain, row.from_address, from],
   )
-  const nonce = found.rows[0]?.nonce
-  return nonce === null || nonce === undefined ? -1 : Number(nonce)
+  return new Set(found.rows.map(({ nonce }) => Number(nonce)))
 }
 
 type SignResult = Result.Result<
@@ -240,15 +243,19 @@ type ReplayGuard = (
 ) => Promise<SignResult>
 
 /**
- * Counter families (EVM nonce, TON seqno): sign at the chain's pending counter, or above every
- * counter this sender persisted for a transfer not yet resolved (signed, perhaps not broadcast yet).
- * The first signature is discarded unsent then.
+ * Counter families (EVM nonce, TON seqno): sign at the lowest counter from the chain's pending one
+ * up that no transfer of this sender still unresolved has persisted (signed, perhaps not broadcast
+ * yet). The first signature is discarded unsent when that counter is taken. A counter left unused
+ * below others (a transfer refused at its first broadcast, after a later one was signed above it)
+ * is so the next one signed: the transfers queued behind it in the node's pool land once it does.
  */
 const sequencedGuard: ReplayGuard = async (client, row, sign) => {
-  const highest = await highestUnresolvedNonce(client, row)
   const first = await sign()
-  if (Result.isFailure(first) || first.success.nonce > highest) return first
-  return await sign({ nonce: highest + 1 })
+  if (Result.isFailure(first)) return first
+  const taken = await unresolvedNoncesFrom(client, row, first.success.nonce)
+  let nonce = first.success.nonce
+  while (taken.has(nonce)) nonce += 1
+  return nonce === first.success.nonce ? first : await sign({ nonce })
 }
 
 /**

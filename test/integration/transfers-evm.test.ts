@@ -509,6 +509,47 @@ describe("on-chain transfers (EVM)", () => {
     expect(payer.credits_posted - payer.debits_posted).toBe(funding - 2_000_000n - paymentFee(2_000_000n))
   })
 
+  it("signs the next transfer at a nonce left unused by one refused at its first broadcast, so the transfers queued above it land", async () => {
+    const wallet = await fundedWallet(40)
+    const gas = 10n ** 19n
+    await node.setBalance(wallet.address, gas)
+    const first = await request(wallet, testWallet(41).address, 1_000_000n)
+    let above: TransferRow | undefined
+    const [refused, queued, next] = await withWorker(
+      async () => {
+        const refused = await settled(first.transfer_id)
+        // Gas is back at once; a transfer requested now must take the nonce left unused.
+        await node.setBalance(wallet.address, gas)
+        const next = await request(wallet, testWallet(43).address, 3_000_000n)
+        return [
+          refused,
+          await settled((above as TransferRow).transfer_id),
+          await settled(next.transfer_id),
+        ] as const
+      },
+      harness.routes,
+      {
+        poll_interval_ms: 100,
+        beforeBroadcast: async (row) => {
+          if (row.transfer_id !== first.transfer_id || above !== undefined) return
+          // Another transfer of the sender is signed (above the first's nonce) and broadcast first,
+          // as concurrent jobs may do; the node queues it behind the missing nonce.
+          above = await request(wallet, testWallet(42).address, 2_000_000n)
+          await until(above.transfer_id, (current) => current.broadcast_at !== null)
+          // Then the node refuses the first one's first broadcast: the sender's gas is short.
+          await node.setBalance(wallet.address, 0n)
+        },
+      },
+    )
+    expect(refused).toMatchObject({ status: "failed", failure_code: "insufficient_gas" })
+    expect(queued.nonce).toBe((refused.nonce ?? 0) + 1)
+    expect(next.nonce).toBe(refused.nonce)
+    expect([queued.status, next.status]).toEqual(["completed", "completed"])
+    expect(await tokenBalance(testWallet(41).address)).toBe(0n)
+    expect(await tokenBalance(testWallet(42).address)).toBe(2_000_000n)
+    expect(await tokenBalance(testWallet(43).address)).toBe(3_000_000n)
+  })
+
   it("completes a replaced transfer when its own transaction lands instead of the replacement", async () => {
     const wallet = await fundedWallet(8)
     const recipient = testWallet(19).address
