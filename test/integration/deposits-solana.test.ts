@@ -6,10 +6,16 @@
 // never for the faucet's MintTo, another mint's transfer, a transfer to an address that is not
 // custody's, or a transfer that failed on chain (the custody token account frozen).
 import { mnemonicToSeedSync } from "@scure/bip39"
-import type { Address } from "@solana/kit"
+import type { Address, Instruction } from "@solana/kit"
+import {
+  getCreateAssociatedTokenIdempotentInstruction,
+  getRecoverNestedAssociatedTokenInstruction,
+  getTransferCheckedInstruction,
+} from "@solana-program/token"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { makeSolanaAdapter } from "../../adapters/chains/solana/adapter.ts"
+import { associatedTokenAccount, makeSolanaAdapter } from "../../adapters/chains/solana/adapter.ts"
+import { buildMessage, signerFromKey, signMessage } from "../../adapters/chains/solana/transaction.ts"
 import { deriveAddress, deriveSigningKey, type WalletKeyRef } from "../../domain/custody/derive.ts"
 import type { Asset } from "../../domain/money/asset.ts"
 import {
@@ -37,6 +43,8 @@ const outsideRef = (wallet_index: number): WalletKeyRef => ({
   wallet_index,
 })
 const outside = deriveAddress(seed, outsideRef(0)) as Address
+/** The outside account's USDC token account (set once the mints exist). */
+let outsideAccount: Address
 
 let harness: DepositHarness
 let local: SolanaSandboxChain
@@ -82,6 +90,7 @@ beforeAll(async () => {
   // The outside account's tokens come from the faucet's MintTo (it tops up its SOL too).
   await local.fund(outside, "USDC", 1_000_000_000n)
   await local.fund(outside, "USDT", 1_000_000_000n)
+  outsideAccount = await associatedTokenAccount(outside, usdc_mint as Address)
   // As src/main.ts watches the sandbox chain: no ignored sender (MintTo is no transfer).
   watched = {
     environment: "sandbox",
@@ -156,6 +165,73 @@ describe("deposits (Solana)", () => {
       confirmations: depth,
     })
     await Promise.all([watcher.stop(), other.stop()])
+    expect(harness.errors).toEqual([])
+  })
+
+  it("credits a transfer a program made into a custody address (a cross-program invocation), once", async () => {
+    const wallet = await custodyWallet(11)
+    const owner = wallet.address as Address
+    const mint = usdc_mint as Address
+    // The faucet's MintTo (no deposit) opens the wallet's token account and gives it SOL for fees.
+    await local.fund(owner, "USDC", 1n)
+    const custody_account = await associatedTokenAccount(owner, mint)
+    // Someone sent tokens to the token account's address as if it were a wallet: they sit in the
+    // associated token account of that token account ("nested").
+    const nested = await associatedTokenAccount(custody_account, mint)
+    const amount = 7_000_000n
+    const send = async (
+      key: WalletKeyRef,
+      build: (signer: Awaited<ReturnType<typeof signerFromKey>>) => Instruction[],
+    ) => {
+      const signer = await signerFromKey(deriveSigningKey(seed, key))
+      const { wire, signature } = await signMessage(
+        buildMessage(signer, build(signer), await local.transport.latestBlockhash()),
+      )
+      expect(await local.transport.send(wire)).toEqual({ kind: "accepted" })
+      return signature
+    }
+    await send(outsideRef(0), (signer) => [
+      getCreateAssociatedTokenIdempotentInstruction({
+        payer: signer,
+        ata: nested,
+        owner: custody_account,
+        mint,
+      }),
+      getTransferCheckedInstruction({
+        source: outsideAccount,
+        mint,
+        destination: nested,
+        authority: signer,
+        amount,
+        decimals: 6,
+      }),
+    ])
+    // The Associated Token Account program moves them into the wallet's token account: a transfer
+    // the token program makes on its behalf, found only among the transaction's inner instructions.
+    const recovered = await send(custodyRef(11), (signer) => [
+      getRecoverNestedAssociatedTokenInstruction({
+        nestedAssociatedAccountAddress: nested,
+        nestedTokenMintAddress: mint,
+        destinationAssociatedAccountAddress: custody_account,
+        ownerAssociatedAccountAddress: custody_account,
+        ownerTokenMintAddress: mint,
+        walletAddress: signer,
+      }),
+    ])
+    local.transport.advanceSlots(BigInt(depth + 1))
+    const watcher = harness.newWatcher([watched])
+    for (let i = 0; i < 3; i++) await watcher.scanOnce()
+    const rows = await harness.rowsOf(wallet.wallet_id)
+    expect(rows).toHaveLength(1)
+    expect(rows[0]).toMatchObject({
+      status: "credited",
+      amount,
+      tx_hash: recovered,
+      to_address: wallet.address,
+    })
+    expect(await harness.balanceOf(wallet.wallet_id, usdc)).toBe(amount)
+    expect(await harness.ledgerCreditsOf(wallet.wallet_id, usdc)).toBe(1)
+    await watcher.stop()
     expect(harness.errors).toEqual([])
   })
 

@@ -348,7 +348,12 @@ export function makeSolanaAdapter(transport: SolanaTransport, config: SolanaChai
         }
         for (const transaction of landed) {
           if (transaction.failed) continue
-          for (const transfer of tokenTransfersIn(transaction.wire, transaction.loaded_addresses)) {
+          const transfers = tokenTransfersIn(
+            transaction.wire,
+            transaction.loaded_addresses,
+            transaction.inner_instructions,
+          )
+          for (const transfer of transfers) {
             if (transfer.destination !== account || (transfer.mint !== null && transfer.mint !== mint))
               continue
             found.set(`${transaction.signature}:${String(transfer.instruction_index)}`, {

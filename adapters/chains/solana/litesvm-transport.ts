@@ -26,7 +26,13 @@ import {
 } from "@solana/kit"
 import { FailedTransactionMetadata, type LiteSVM } from "litesvm"
 import { assert } from "../../../domain/assert.ts"
-import type { LandedTransaction, SendOutcome, SimulationOutcome, SolanaTransport } from "./transport.ts"
+import type {
+  InnerInstructions,
+  LandedTransaction,
+  SendOutcome,
+  SimulationOutcome,
+  SolanaTransport,
+} from "./transport.ts"
 
 /**
  * LiteSVM's fieldless transaction errors by number (its `TransactionErrorFieldless`, a `const enum`
@@ -115,7 +121,12 @@ export function makeLiteSvmTransport(svm: LiteSVM, options: LiteSvmTransportOpti
   /** With a lifetime window, blocks pass (the blockhash moves on); without, only the slot moves. */
   const advanceSlots = (count: bigint) => (validity_slots === undefined ? warp(count) : advanceBlocks(count))
 
-  const record = (signature: Signature, wire: Uint8Array, failed: boolean) => {
+  const record = (
+    signature: Signature,
+    wire: Uint8Array,
+    failed: boolean,
+    inner_instructions: ReadonlyArray<InnerInstructions> = [],
+  ) => {
     const message = messageDecoder.decode(transactionDecoder.decode(wire).messageBytes)
     if (records.size >= landed_record_count_max) {
       const oldest = records.keys().next()
@@ -129,6 +140,7 @@ export function makeLiteSvmTransport(svm: LiteSVM, options: LiteSvmTransportOpti
       finalized: false,
       wire: wire.slice(),
       loaded_addresses: [],
+      inner_instructions,
       accounts: new Set(message.staticAccounts),
     })
   }
@@ -145,7 +157,24 @@ export function makeLiteSvmTransport(svm: LiteSVM, options: LiteSvmTransportOpti
     warp(1n)
     const result = svm.sendTransaction(transaction)
     if (!(result instanceof FailedTransactionMetadata)) {
-      record(signature, wire, false)
+      const inner = result.innerInstructions().flatMap((instructions, index) =>
+        instructions.length === 0
+          ? []
+          : [
+              {
+                index,
+                instructions: instructions.map((entry) => {
+                  const compiled = entry.instruction()
+                  return {
+                    program_index: compiled.programIdIndex(),
+                    accounts: [...compiled.accounts()],
+                    data: Uint8Array.from(compiled.data()),
+                  }
+                }),
+              },
+            ],
+      )
+      record(signature, wire, false, inner)
       return { kind: "accepted" }
     }
     const error = result.err()

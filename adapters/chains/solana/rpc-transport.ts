@@ -11,6 +11,7 @@ import {
   type Base64EncodedWireTransaction,
   type Blockhash,
   createSolanaRpc,
+  getBase58Encoder,
   getBase64Decoder,
   getBase64Encoder,
   isSolanaError,
@@ -38,6 +39,7 @@ export function makeRpcTransport(rpc_url: string): SolanaTransport {
   const base64 = getBase64Decoder()
   const toBase64 = (bytes: Uint8Array) => base64.decode(bytes)
   const fromBase64 = (text: string) => Uint8Array.from(getBase64Encoder().encode(text))
+  const base58 = getBase58Encoder()
 
   const blockHashOf = async (slot: bigint) => {
     const block = await rpc
@@ -69,6 +71,14 @@ export function makeRpcTransport(rpc_url: string): SolanaTransport {
       finalized: status.confirmationStatus === "finalized",
       wire: fromBase64(transaction.transaction[0]),
       loaded_addresses: loaded === undefined ? [] : [...loaded.writable, ...loaded.readonly],
+      inner_instructions: (transaction.meta?.innerInstructions ?? []).map((inner) => ({
+        index: inner.index,
+        instructions: inner.instructions.map((instruction) => ({
+          program_index: instruction.programIdIndex,
+          accounts: [...instruction.accounts],
+          data: Uint8Array.from(base58.encode(instruction.data)),
+        })),
+      })),
     }
   }
 

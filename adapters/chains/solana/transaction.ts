@@ -20,6 +20,7 @@ import {
   type Instruction,
   type KeyPairSigner,
   pipe,
+  type ReadonlyUint8Array,
   type Signature,
   setTransactionMessageFeePayerSigner,
   setTransactionMessageLifetimeUsingBlockhash,
@@ -34,7 +35,7 @@ import {
 } from "@solana-program/token"
 import { assert } from "../../../domain/assert.ts"
 import type { SigningKey } from "../../../domain/custody/derive.ts"
-import type { LatestBlockhash } from "./transport.ts"
+import type { InnerInstructions, LatestBlockhash } from "./transport.ts"
 
 const system_program_address = "11111111111111111111111111111111" as Address
 /** The System program's `Transfer` instruction: a u32 discriminator 2 then the u64 lamports. */
@@ -177,9 +178,13 @@ export function summarizeWire(wire: Uint8Array): WireSummary | null {
   }
 }
 
-/** One SPL token transfer instruction found at the top level of a transaction. */
+/** One SPL token transfer instruction found in a transaction. */
 export interface TokenTransferInstruction {
-  /** Its position among the transaction's top-level instructions. */
+  /**
+   * Its place in the transaction: a top-level instruction's position (below 256: a transaction
+   * has fewer), or for one a program invoked, 256 × (the top-level position + 1) + its position
+   * among that instruction's inner instructions. Stable, so a deposit's id derived from it is too.
+   */
   readonly instruction_index: number
   readonly source: Address
   readonly destination: Address
@@ -190,15 +195,19 @@ export interface TokenTransferInstruction {
   readonly amount: bigint
 }
 
+/** Where an inner instruction's place starts: above every top-level position. */
+export const inner_instruction_base = 256
+
 /**
- * The SPL token transfers among a transaction's top-level instructions. Transfers made by other
- * programs through cross-program invocation are not top-level and are not seen here.
- * `loaded_addresses` resolves lookup-table indices (writable first, then read-only).
- * @example tokenTransfersIn(landed.wire, landed.loaded_addresses)
+ * The SPL token transfers of a transaction: its top-level instructions first, then those other
+ * programs made through cross-program invocation (`inner`, from the transaction's meta), each with
+ * its place. `loaded_addresses` resolves lookup-table indices (writable first, then read-only).
+ * @example tokenTransfersIn(landed.wire, landed.loaded_addresses, landed.inner_instructions)
  */
 export function tokenTransfersIn(
   wire: Uint8Array,
   loaded_addresses: ReadonlyArray<Address>,
+  inner: ReadonlyArray<InnerInstructions> = [],
 ): ReadonlyArray<TokenTransferInstruction> {
   const message = getCompiledTransactionMessageDecoder().decode(
     getTransactionDecoder().decode(wire).messageBytes,
@@ -207,10 +216,14 @@ export function tokenTransfersIn(
   if (message.version === 1) return []
   const keys = [...message.staticAccounts, ...loaded_addresses]
   const found: Array<TokenTransferInstruction> = []
-  message.instructions.forEach((instruction, instruction_index) => {
-    const data = instruction.data
-    if (keys[instruction.programAddressIndex] !== TOKEN_PROGRAM_ADDRESS || data === undefined) return
-    const accounts = (instruction.accountIndices ?? []).map((index) => keys[index])
+  const read = (
+    instruction_index: number,
+    program_index: number,
+    account_indices: ReadonlyArray<number>,
+    data: ReadonlyUint8Array | undefined,
+  ) => {
+    if (keys[program_index] !== TOKEN_PROGRAM_ADDRESS || data === undefined) return
+    const accounts = account_indices.map((index) => keys[index])
     if (data[0] === TokenInstruction.TransferChecked) {
       const [source, mint, destination, authority] = accounts
       if (source === undefined || mint === undefined || destination === undefined || authority === undefined)
@@ -223,6 +236,19 @@ export function tokenTransfersIn(
       const { amount } = getTransferInstructionDataDecoder().decode(data)
       found.push({ instruction_index, source, destination, authority, mint: null, amount })
     }
+  }
+  message.instructions.forEach((instruction, index) => {
+    read(index, instruction.programAddressIndex, instruction.accountIndices ?? [], instruction.data)
   })
+  for (const group of inner) {
+    group.instructions.forEach((instruction, position) => {
+      read(
+        inner_instruction_base * (group.index + 1) + position,
+        instruction.program_index,
+        instruction.accounts,
+        instruction.data,
+      )
+    })
+  }
   return found
 }

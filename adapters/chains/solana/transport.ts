@@ -45,6 +45,26 @@ export interface LandedTransaction {
   readonly wire: Uint8Array
   /** Addresses loaded from lookup tables, writable first then read-only, in the order of the meta. */
   readonly loaded_addresses: ReadonlyArray<Address>
+  /**
+   * The instructions programs invoked while running each top-level instruction (cross-program
+   * invocations), in the order they ran: a token transfer a program (a multisig, a smart wallet,
+   * a payout program) made into an address is only here. Empty for a failed transaction.
+   */
+  readonly inner_instructions: ReadonlyArray<InnerInstructions>
+}
+
+/** The inner instructions run under one top-level instruction. */
+export interface InnerInstructions {
+  /** The top-level instruction's position. */
+  readonly index: number
+  readonly instructions: ReadonlyArray<CompiledInnerInstruction>
+}
+
+/** An inner instruction as the chain reports it: indices into the transaction's account keys. */
+export interface CompiledInnerInstruction {
+  readonly program_index: number
+  readonly accounts: ReadonlyArray<number>
+  readonly data: Uint8Array
 }
 
 export interface SolanaTransport {
