@@ -517,12 +517,11 @@ describe("verification and the production environment", () => {
       403,
       "tenant_not_verified",
     )
-    const verified = expectOk(
-      await sandbox.post<TenantView>("/api/v1/tenant/verification", {
-        ...submission,
-        registration_number: "HRB 12345",
-      }),
-    )
+    const verifying = { ...submission, registration_number: "HRB 12345" }
+    const verified_answer = await sandbox.post<TenantView>("/api/v1/tenant/verification", verifying, {
+      "idempotency-key": "verify-1",
+    })
+    const verified = expectOk(verified_answer)
     expect(verified.verification).toMatchObject({ status: "verified", kyc_level: 2, reason: null })
 
     // The first production key comes from a sandbox key, made with an Idempotency-Key while
@@ -551,12 +550,17 @@ describe("verification and the production environment", () => {
     expectOk(await production.post(`/api/v1/api-keys/${second.key_id}/rotate`, { grace_period_seconds: 60 }))
 
     // Production hangs on the verification: once a production key works, only one may change it.
-    expectError(
-      await sandbox.post("/api/v1/tenant/verification", submission),
-      403,
-      "production_key_required",
-    )
+    expectError(await sandbox.post("/api/v1/tenant/verification", submission), 403, "production_key_required")
     expect(expectOk(await production.get<TenantView>("/api/v1/tenant")).verification.status).toBe("verified")
+    // A retry of the sandbox key's own submission, made before, is answered with what was done.
+    const replayed = await sandbox.post("/api/v1/tenant/verification", verifying, {
+      "idempotency-key": "verify-1",
+    })
+    expect(replayed.headers.get("idempotent-replayed")).toBe("true")
+    expect({ status: replayed.status, text: replayed.text }).toEqual({
+      status: verified_answer.status,
+      text: verified_answer.text,
+    })
 
     // A later rejected submission suspends the production keys (and their rotation) until verified again.
     expectOk(await production.post<TenantView>("/api/v1/tenant/verification", submission))

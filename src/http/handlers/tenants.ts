@@ -228,9 +228,6 @@ const submitVerification = (payload: {
       representative_country: payload.representative.country,
       documents,
     }
-    // The verification decides whether production works at all: once a production key works, only
-    // a production key may change it (a leaked sandbox key could otherwise switch production off).
-    yield* productionFromProduction(caller, "production", "change the tenant's verification", "tenant:manage")
     const decision = simulateVerification(submission)
     const reason = decision.status === "rejected" ? decision.reason : null
     const { keys } = yield* Platform
@@ -238,23 +235,34 @@ const submitVerification = (payload: {
     // cache's next read.
     return yield* Effect.ensuring(
       idempotent(caller, "tenant.verification", payload, (ticket) =>
-        db(() =>
-          inTransaction(pool, async (client) => {
-            const updated = await client.query<TenantRow>(
-              `update platform.tenants
+        // The verification decides whether production works at all: once a production key works,
+        // only a production key may change it (a leaked sandbox key could otherwise switch
+        // production off). Checked inside `idempotent`: a retry is answered with what was done.
+        Effect.gen(function* () {
+          yield* productionFromProduction(
+            caller,
+            "production",
+            "change the tenant's verification",
+            "tenant:manage",
+          )
+          return yield* db(() =>
+            inTransaction(pool, async (client) => {
+              const updated = await client.query<TenantRow>(
+                `update platform.tenants
                 set kyc_status = $2, kyc_level = $3, kyc_reason = $4, kyc_submission = $5, kyc_decided_at = now()
               where tenant_id = $1 returning ${tenantColumns}`,
-              [caller.tenant_id, decision.status, decision.kyc_level, reason, JSON.stringify(submission)],
-            )
-            const row = updated.rows[0]
-            if (row === undefined) throw new Error("tenant vanished")
-            const body = toTenant(row, caller.environment)
-            if (ticket !== undefined) await storeResponse(client, storedResponse(ticket, 200, body))
-            // Every process re-reads the tenant's keys: a rejection suspends its production keys.
-            await announceKeyChange(client, { tenant_id: caller.tenant_id })
-            return body
-          }),
-        ),
+                [caller.tenant_id, decision.status, decision.kyc_level, reason, JSON.stringify(submission)],
+              )
+              const row = updated.rows[0]
+              if (row === undefined) throw new Error("tenant vanished")
+              const body = toTenant(row, caller.environment)
+              if (ticket !== undefined) await storeResponse(client, storedResponse(ticket, 200, body))
+              // Every process re-reads the tenant's keys: a rejection suspends its production keys.
+              await announceKeyChange(client, { tenant_id: caller.tenant_id })
+              return body
+            }),
+          )
+        }),
       ),
       Effect.sync(() => keys.forgetTenant(caller.tenant_id)),
     )
