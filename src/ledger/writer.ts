@@ -867,9 +867,10 @@ export const makeLedgerWriter = (
     later.forEach((flight, index) => {
       const laterOutcome = laterOutcomes[index]
       if (laterOutcome?.kind === "appended" && laterOutcome.events.length > 0) {
-        // Committed, so everything it was chained on was committed too.
-        slot.state = flight.state
-        slot.version = laterOutcome.version
+        // Committed, so everything it was chained on was committed too: its callers are answered.
+        // The slot stays where it was, below the batches that failed to answer: the reload below
+        // reads their events back, and with them the idempotency keys their commands consumed
+        // (a retry of such a command is then a replay, not a second payment).
         settle(slot, flight.decided, laterOutcome.events)
       } else if (laterOutcome?.kind === "defect") {
         failed(flight, laterOutcome.defect, again)
