@@ -240,12 +240,30 @@ function settle(
   )
 }
 
+/**
+ * A reservation is posted or voided only before it is due: a command at or after its expiry lapses
+ * it first (`PendingTransferExpired`), so a log that resolves it later was not written by `decide`.
+ */
+function requireNotDue<P extends { readonly expires_at_ms: number | null }>(pending: P, clock_ms: number): P {
+  assert(
+    pending.expires_at_ms === null || pending.expires_at_ms > clock_ms,
+    "a reservation is posted or voided only before it is due",
+  )
+  return pending
+}
+
 function pendingTransferPosted(state: LedgerState, event: PendingTransferPosted): LedgerState {
   const { data } = event
   const clock_ms = eventTime(state, data.posted_at)
   assert(!hasTransfer(state, data.transfer_id), "a transfer id is used once")
   const amount = amountOf(data.amount)
-  const settled = settle(state, requirePending(state, data.pending_id), "posted", amount, clock_ms)
+  const settled = settle(
+    state,
+    requireNotDue(requirePending(state, data.pending_id), clock_ms),
+    "posted",
+    amount,
+    clock_ms,
+  )
   const post: TransferRecord = {
     kind: "post",
     transfer_id: data.transfer_id,
@@ -263,7 +281,13 @@ function pendingTransferVoided(state: LedgerState, event: PendingTransferVoided)
   const { data } = event
   const clock_ms = eventTime(state, data.voided_at)
   assert(!hasTransfer(state, data.transfer_id), "a transfer id is used once")
-  const settled = settle(state, requirePending(state, data.pending_id), "voided", 0n, clock_ms)
+  const settled = settle(
+    state,
+    requireNotDue(requirePending(state, data.pending_id), clock_ms),
+    "voided",
+    0n,
+    clock_ms,
+  )
   const voided: TransferRecord = {
     kind: "void",
     transfer_id: data.transfer_id,

@@ -725,6 +725,15 @@ describe("evolve", () => {
       "a post above the reservation",
       [...funded, reserved("p1", "w1", "w2", 1n, t0, null), posted("q1", "p1", 2n, t0)],
     ],
+    // decide lapses a due reservation before any command, so neither can be in its log.
+    [
+      "a post of a reservation at its expiry, never lapsed",
+      [...funded, reserved("p1", "w1", "w2", 1n, t0, t0 + 10), posted("q1", "p1", 1n, t0 + 10)],
+    ],
+    [
+      "a void of a reservation past its expiry, never lapsed",
+      [...funded, reserved("p1", "w1", "w2", 1n, t0, t0 + 10), voided("q1", "p1", t0 + 5_000)],
+    ],
   ] as const)("crashes on %s", (_name, events) => {
     expect(() => evolveAll(events)).toThrow()
   })
