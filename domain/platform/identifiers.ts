@@ -38,10 +38,11 @@ const phoneDigitsMax = 15
 const phoneSeparators = /[\s().\-\u2010-\u2015\u2212]/g
 /**
  * A trunk prefix written `(0)` right after the country code (`+` or `00` and 1 to 3 digits, then
- * any separators): "+44 (0)20 7946 0958". Anywhere else its parentheses are separators like any
- * other and the 0 is a digit of the number.
+ * any separators), however the international prefix is set apart: "+44 (0)20 7946 0958",
+ * "0044 (0)20...", "00 44 (0)20...", "+ 44 (0)20...", "+(44) (0)20...", "(+44) (0)20...". Anywhere
+ * else its parentheses are separators like any other and the 0 is a digit of the number.
  */
-const trunkPrefix = /^((?:\+|00)[1-9][0-9]{0,2})[\s.\-\u2010-\u2015\u2212]*\(\s*0\s*\)/
+const trunkPrefix = /^[\s(]*(?:\+|00)[\s()]*([1-9][0-9]{0,2})[\s().\-\u2010-\u2015\u2212]*\(\s*0\s*\)/
 
 /**
  * A phone number in E.164: `+`, a country code and subscriber number, 7 to 15 digits in all.
@@ -54,7 +55,7 @@ const trunkPrefix = /^((?:\+|00)[1-9][0-9]{0,2})[\s.\-\u2010-\u2015\u2212]*\(\s*
  * @example normalisePhone("+44 (0)20 7946 0958") // Result.succeed("+442079460958")
  */
 export function normalisePhone(input: string): Result.Result<string, InvalidIdentifier> {
-  const compact = input.trim().replace(trunkPrefix, "$1").replace(phoneSeparators, "")
+  const compact = input.trim().replace(trunkPrefix, "+$1").replace(phoneSeparators, "")
   const international = compact.startsWith("00") ? `+${compact.slice(2)}` : compact
   const fail = (message: string) => Result.fail(new InvalidIdentifier({ kind: "phone", message }))
   if (/^tel:/i.test(international))
@@ -131,10 +132,16 @@ export function normaliseEmail(input: string): Result.Result<string, InvalidIden
  * another letter, each with that letter, as two strings of the same length: after `toLowerCase`,
  * replacing these makes two spellings equal exactly when they are equal ignoring case. Without it
  * "σας" (a final sigma, what "ΣΑΣ" lower-cases to) and "σασ", or the micro sign and the Greek mu,
- * would be different addresses. Migration 304 folds the addresses stored before.
+ * would be different addresses. Migrations 304 and 305 fold the addresses stored before.
  */
-export const case_fold_from = "\u00b5\u017f\u0345\u03c2\u03d0\u03d1\u03d5\u03d6\u03f0\u03f1\u03f5\u1e9b\u1fbe"
-export const case_fold_to = "\u03bc\u0073\u03b9\u03c3\u03b2\u03b8\u03c6\u03c0\u03ba\u03c1\u03b5\u1e61\u03b9"
+export const case_fold_from =
+  "\u00b5\u017f\u0345\u03c2\u03d0\u03d1\u03d5\u03d6\u03f0\u03f1\u03f5\u1e9b\u1fbe" +
+  // Old Cyrillic letter forms (rounded ve, long-legged de, narrow o, wide es, tall te, three-legged
+  // te, tall hard sign, tall yat, unblended uk): migration 305 folds the addresses stored before.
+  "\u1c80\u1c81\u1c82\u1c83\u1c84\u1c85\u1c86\u1c87\u1c88"
+export const case_fold_to =
+  "\u03bc\u0073\u03b9\u03c3\u03b2\u03b8\u03c6\u03c0\u03ba\u03c1\u03b5\u1e61\u03b9" +
+  "\u0432\u0434\u043e\u0441\u0442\u0442\u044a\u0463\ua64b"
 const caseFolds = new Map([...case_fold_from].map((from, i) => [from, case_fold_to[i] ?? from]))
 const foldable = new RegExp(`[${case_fold_from}]`, "gu")
 

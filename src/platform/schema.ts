@@ -164,11 +164,34 @@ alter table platform.idempotency_keys alter column response_body type json using
     // stored before are folded and composed likewise, each row on its own: one whose new form
     // another row already holds (two tenants or two linked identities that should have been one)
     // keeps its spelling rather than fail the migration.
-    sql: `
+    sql: foldStoredEmails(
+      "E'\\u00b5\\u017f\\u0345\\u03c2\\u03d0\\u03d1\\u03d5\\u03d6\\u03f0\\u03f1\\u03f5\\u1e9b\\u1fbe'",
+      "E'\\u03bc\\u0073\\u03b9\\u03c3\\u03b2\\u03b8\\u03c6\\u03c0\\u03ba\\u03c1\\u03b5\\u1e61\\u03b9'",
+    ),
+  },
+  {
+    version: 305,
+    name: "e-mail addresses case-folded: old Cyrillic letter forms",
+    // normaliseEmail now also folds U+1C80-U+1C88 (rounded ve, tall te...) to the Cyrillic letters
+    // they are; addresses stored before are folded likewise, as migration 304 did.
+    sql: foldStoredEmails(
+      "E'\\u1c80\\u1c81\\u1c82\\u1c83\\u1c84\\u1c85\\u1c86\\u1c87\\u1c88'",
+      "E'\\u0432\\u0434\\u043e\\u0441\\u0442\\u0442\\u044a\\u0463\\ua64b'",
+    ),
+  },
+]
+
+/**
+ * Folds the stored e-mail addresses (tenants, identities, payments' recipients) with `fold_from`
+ * and `fold_to` (SQL string literals of equal length) and composes them again, each row on its
+ * own: one whose new form another row already holds keeps its spelling.
+ */
+function foldStoredEmails(fold_from: string, fold_to: string): string {
+  return `
 do $$
 declare
-  fold_from constant text := E'\\u00b5\\u017f\\u0345\\u03c2\\u03d0\\u03d1\\u03d5\\u03d6\\u03f0\\u03f1\\u03f5\\u1e9b\\u1fbe';
-  fold_to constant text := E'\\u03bc\\u0073\\u03b9\\u03c3\\u03b2\\u03b8\\u03c6\\u03c0\\u03ba\\u03c1\\u03b5\\u1e61\\u03b9';
+  fold_from constant text := ${fold_from};
+  fold_to constant text := ${fold_to};
   r record;
 begin
   create temporary table folded_email (spelling text primary key, folded text not null) on commit drop;
@@ -195,6 +218,5 @@ begin
    where p.recipient_kind = 'email' and p.recipient = f.spelling;
 end
 $$;
-`,
-  },
-]
+`
+}

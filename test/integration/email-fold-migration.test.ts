@@ -73,3 +73,40 @@ describe("migration 304", () => {
     expect(recipients.rows.map((r) => r.recipient)).toEqual(["βeta@uni.example", "@x:ς"])
   })
 })
+
+describe("migration 305", () => {
+  let before305: TestDatabase
+  beforeAll(async () => {
+    before305 = await databaseBefore(305)
+  })
+  afterAll(async () => {
+    await before305?.drop()
+  })
+
+  it("folds the old Cyrillic letter forms of stored e-mail addresses, keeping a row whose folded form is taken", async () => {
+    const insert = (tenant_id: string, email: string, custody_index: number) =>
+      before305.pool.query(
+        `insert into platform.tenants (tenant_id, email, password_hash, company_name, plan, custody_index, created_at)
+         values ($1, $2, 'h', 'Acme', 'basic', $3, now())`,
+        [tenant_id, email, custody_index],
+      )
+    // Rounded ve and tall te: "вт".
+    await insert("ten_1", "\u1c80\u1c84@uni.example", 1)
+    // Both spellings registered: the second keeps its own.
+    await insert("ten_2", "\u1c82@uni.example", 2)
+    await insert("ten_3", "\u043e@uni.example", 3)
+    await insert("ten_4", "sam@uni.example", 4)
+
+    await runMigrations(before305.pool, platformMigrations)
+
+    const emails = await before305.pool.query<{ tenant_id: string; email: string }>(
+      "select tenant_id, email from platform.tenants order by tenant_id",
+    )
+    expect(emails.rows).toEqual([
+      { tenant_id: "ten_1", email: "\u0432\u0442@uni.example" },
+      { tenant_id: "ten_2", email: "\u1c82@uni.example" },
+      { tenant_id: "ten_3", email: "\u043e@uni.example" },
+      { tenant_id: "ten_4", email: "sam@uni.example" },
+    ])
+  })
+})

@@ -19,6 +19,12 @@ describe("normaliseIdentifier", () => {
     ["0044 (0)20 7946 0958", "+442079460958"],
     ["+44-(0)-20 7946 0958", "+442079460958"],
     ["+353 (0)1 234 5678", "+35312345678"],
+    // However the international prefix is set apart from the country code.
+    ["00 44 (0)20 7946 0958", "+442079460958"],
+    ["+ 44 (0)20 7946 0958", "+442079460958"],
+    ["+(44) (0)20 7946 0958", "+442079460958"],
+    ["(+44) (0)20 7946 0958", "+442079460958"],
+    ["(+44)(0)20 7946 0958", "+442079460958"],
     // Not right after the country code: a digit of the number, its parentheses dropped.
     ["+1 415 555 (0)103", "+14155550103"],
     ["+1 (0415) 555 0100", "+104155550100"],
@@ -77,6 +83,10 @@ describe("normaliseIdentifier", () => {
     ["J\u030cana@example.com", "\u01f0ana@example.com"],
     ["\u01f0ana@example.com", "\u01f0ana@example.com"],
     ["\u1e9b@uni.example", "\u1e61@uni.example"],
+    // Old Cyrillic letter forms fold to the letters they are: rounded ve is ve, tall te is te.
+    ["\u1c80\u1c84@uni.example", "\u0432\u0442@uni.example"],
+    ["\u0412\u0422@uni.example", "\u0432\u0442@uni.example"],
+    ["\u1c88@uni.example", "\ua64b@uni.example"],
   ])("e-mail %s is %s", (input, expected) => {
     expect(ok("email", input)).toBe(expected)
   })
@@ -171,13 +181,13 @@ describe("normaliseIdentifier", () => {
         fc.integer({ min: 1, max: 999 }),
         fc.array(fc.integer({ min: 0, max: 9 }), { minLength: 7, maxLength: 11 }),
         separator,
-        fc.constantFrom("+", "00"),
+        fc.constantFrom("+#", "00#", "+ #", "00 #", "+(#)", "(+#)", "(00#)"),
         fc.boolean(),
         (country, subscriber, sep, prefix, trunk) => {
           const e164 = `+${country}${subscriber.join("")}`
           if (e164.length - 1 > 15) return
           const groups = subscriber.join("").match(/.{1,3}/g) ?? []
-          const written = `${prefix}${country}${trunk ? " (0)" : ""} ${groups.join(sep)}`
+          const written = `${prefix.replace("#", String(country))}${trunk ? " (0)" : ""} ${groups.join(sep)}`
           const normalised = ok("phone", written)
           expect(normalised).toBe(e164)
           expect(ok("phone", normalised)).toBe(normalised)
