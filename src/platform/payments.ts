@@ -25,7 +25,8 @@ export type LedgerAttachment =
   | {
       readonly kind: "payment"
       readonly payment: PaymentRow
-      readonly stored: StoredResponse | undefined
+      /** The response stored for the request's Idempotency-Key, for the payment as recorded. */
+      readonly stored: ((payment: PaymentRow) => StoredResponse) | undefined
     }
   | {
       readonly kind: "settlement"
@@ -82,6 +83,25 @@ interface Collected {
   readonly released: Map<string, Array<string>>
 }
 
+/**
+ * A pending payment with the expiry its reservation got in the ledger: the ledger counts the
+ * timeout from its own clock, which concurrent commands can have moved past the request's, so the
+ * reservation may lapse a little after the request planned. The payment says when it really lapses.
+ */
+export const withLedgerExpiry = (
+  payment: PaymentRow,
+  events: ReadonlyArray<{ readonly event_type: string; readonly data: Readonly<Record<string, unknown>> }>,
+): PaymentRow => {
+  if (payment.status !== "pending") return payment
+  const reserved = events.find(
+    (event) =>
+      event.event_type === "PendingTransferCreated" && event.data.transfer_id === payment.transaction_id,
+  )
+  const expires_at = reserved?.data.expires_at
+  if (typeof expires_at !== "string" || expires_at === payment.expires_at) return payment
+  return { ...payment, expires_at }
+}
+
 const collect = (appended: ReadonlyArray<AppendedCommand>): Collected => {
   const collected: Collected = {
     payments: [],
@@ -94,8 +114,9 @@ const collect = (appended: ReadonlyArray<AppendedCommand>): Collected => {
   for (const item of appended) {
     const attachment = item.context.attachment as LedgerAttachment | undefined
     if (attachment?.kind === "payment") {
-      collected.payments.push(attachment.payment)
-      if (attachment.stored !== undefined) collected.stored.push(attachment.stored)
+      const payment = withLedgerExpiry(attachment.payment, item.events)
+      collected.payments.push(payment)
+      if (attachment.stored !== undefined) collected.stored.push(attachment.stored(payment))
     } else if (attachment?.kind === "settlement") {
       collected.settlements.push(attachment)
     } else if (attachment?.kind === "settlement_posted") {

@@ -501,6 +501,38 @@ describe("payments to an identifier nobody has linked yet", () => {
     expect(done.body.data).toEqual(completed)
   })
 
+  it("says when each reservation really lapses: concurrent pending payments carry their ledger reservation's expiry", async () => {
+    const { client: own } = await registerTenant(platform.url)
+    const payer = await createWallet(own, "ethereum", "expiry-payer")
+    await fund(own, payer.wallet_id, "100")
+    const payments = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        pay(own, {
+          recipient: `expiry-${i}@example.com`,
+          amount: "1",
+          token: "USDC",
+          from_wallet: payer.wallet_id,
+        }),
+      ),
+    )
+    const answered = payments.map((answer) => expectOk(answer))
+    const reserved = await platform.database.pool.query<{ transfer_id: string; expires_at: string }>(
+      `select data->>'transfer_id' as transfer_id, data->>'expires_at' as expires_at from events
+        where event_type = 'PendingTransferCreated' and data->>'transfer_id' = any($1)`,
+      [answered.map((payment) => payment.transaction_id)],
+    )
+    const ledger = new Map(reserved.rows.map((row) => [row.transfer_id, row.expires_at]))
+    for (const payment of answered) {
+      expect(payment.status).toBe("pending")
+      expect(payment.expires_at).toBe(ledger.get(payment.transaction_id))
+      const read = expectOk(await own.get<TransactionView>(`/api/v1/transactions/${payment.transaction_id}`))
+      expect(read.expires_at).toBe(payment.expires_at)
+      expect(Date.parse(payment.expires_at ?? "") - Date.parse(payment.created_at)).toBeGreaterThanOrEqual(
+        7 * 24 * 3600 * 1000,
+      )
+    }
+  })
+
   it("answers a second link of a linked identifier 409 naming the identity that holds it", async () => {
     const holder = await createWallet(client, "ethereum", "relink-holder")
     const other = await createWallet(client, "ethereum", "relink-other")

@@ -29,7 +29,7 @@ import {
 import type { Caller } from "../../platform/credentials.ts"
 import { inTransaction, storeResponse } from "../../platform/idempotency.ts"
 import { idPrefixes, newId } from "../../platform/ids.ts"
-import { type LedgerAttachment, paymentEvent } from "../../platform/payments.ts"
+import { type LedgerAttachment, paymentEvent, withLedgerExpiry } from "../../platform/payments.ts"
 import { Platform } from "../../platform/service.ts"
 import { settleWaitingPayments } from "../../platform/settlement.ts"
 import {
@@ -225,11 +225,11 @@ const execute = (caller: Caller, plan: Plan, ticket: IdempotencyTicket | undefin
   Effect.gen(function* () {
     const platform = yield* Platform
     const request_id = yield* CurrentRequestId
-    const view = toTransaction(plan.row)
     const attachment: LedgerAttachment = {
       kind: "payment",
       payment: plan.row,
-      stored: ticket === undefined ? undefined : storedResponse(ticket, 200, view),
+      stored:
+        ticket === undefined ? undefined : (payment) => storedResponse(ticket, 200, toTransaction(payment)),
     }
     const outcome = yield* Effect.result(
       platform.writer.execute(ledgerOf(caller.tenant_id, caller.environment), plan.command, {
@@ -253,7 +253,8 @@ const execute = (caller: Caller, plan: Plan, ticket: IdempotencyTicket | undefin
       yield* recordFailed(plan.row, named, ticket)
       return yield* Effect.fail(named)
     }
-    if (!outcome.success.replayed) return view
+    // The payment as recorded: a pending one with its reservation's expiry in the ledger.
+    if (!outcome.success.replayed) return toTransaction(withLedgerExpiry(plan.row, outcome.success.events))
     // A retry of a payment this process did not see start: answer with the recorded payment.
     const original = String(
       outcome.success.events.find((e) => e.event_type.endsWith("Created"))?.data.transfer_id,
