@@ -11,7 +11,7 @@ import { ledgerStreamId } from "../../domain/ledger/events.ts"
 import { verifySignature } from "../../domain/webhooks/signature.ts"
 import type { Balance, Identity, Transaction, Wallet, Webhook, WebhookDelivery } from "../../src/http/api.ts"
 import { type ErrorBody, expectError, expectOk } from "../support/api-expect.ts"
-import { createWallet } from "../support/api-fixtures.ts"
+import { createWallet, withKeyHeldElsewhere } from "../support/api-fixtures.ts"
 import {
   type ApiClient,
   type RunningPlatform,
@@ -1106,7 +1106,8 @@ describe("a retry with its Idempotency-Key", () => {
 })
 
 describe("a redelivery with an Idempotency-Key", () => {
-  it("that another request stores meanwhile is rolled back and answered 409: no fresh attempt is made", async () => {
+  /** A tenant whose endpoint got one wallet.created delivery; answers its deliveries' path and it. */
+  const delivered = async (external_id: string) => {
     const { client: api, credentials } = await registerTenant(platform.url)
     const hook = expectOk(
       await api.post<WebhookView>("/api/v1/webhooks", {
@@ -1116,38 +1117,28 @@ describe("a redelivery with an Idempotency-Key", () => {
       }),
       201,
     )
-    await createWallet(api, "ethereum", "redeliver-contested")
+    await createWallet(api, "ethereum", external_id)
     const deliveries = `/api/v1/webhooks/${hook.webhook_id}/deliveries`
-    const delivered = await poll(
+    const page = await poll(
       "the wallet.created delivery",
       async () => expectOk(await api.get<Page<DeliveryView>>(deliveries)),
-      (page) => page.data.some((d) => d.status === "succeeded"),
+      (found) => found.data.some((d) => d.status === "succeeded"),
     )
-    const delivery = delivered.data[0] as DeliveryView
+    return { api, credentials, hook, deliveries, delivery: page.data[0] as DeliveryView }
+  }
+
+  it("that another request stores meanwhile is rolled back and answered 409: no fresh attempt is made", async () => {
+    const { api, credentials, deliveries, delivery } = await delivered("redeliver-contested")
     const arrivals = () => receiver.received.filter((r) => r.body.id === delivery.event_id).length
     expect(arrivals()).toBe(1)
-    // Another request's transaction holds the key, not yet committed: the redelivery finds no
-    // stored response, is made, and its transaction waits on the key's row.
-    const other = await platform.database.pool.connect()
-    try {
-      await other.query("begin")
-      await other.query(
-        `insert into platform.idempotency_keys
-           (tenant_id, environment, idempotency_key, fingerprint, response_status, response_body)
-         values ($1, 'sandbox', 'contested-redelivery', 'another request', 201, '{"webhook_id":"whk_other"}')`,
-        [credentials.tenant_id],
-      )
-      const contested = api.post(
-        `${deliveries}/${delivery.delivery_id}/redeliver`,
-        {},
-        { "idempotency-key": "contested-redelivery" },
-      )
-      await new Promise((resolve) => setTimeout(resolve, 500))
-      await other.query("commit")
-      expectError(await contested, 409, "idempotency_key_reused")
-    } finally {
-      other.release()
-    }
+    // Another request's transaction holds the key: the redelivery is made, then meets the key taken.
+    const contested = await withKeyHeldElsewhere(
+      platform.database.pool,
+      credentials.tenant_id,
+      "contested-redelivery",
+      (headers) => api.post(`${deliveries}/${delivery.delivery_id}/redeliver`, {}, headers),
+    )
+    expectError(contested, 409, "idempotency_key_reused")
     // Retries come back within 200 ms here: a redelivery made would have arrived by now.
     await new Promise((resolve) => setTimeout(resolve, 1_500))
     expect(arrivals()).toBe(1)
@@ -1156,23 +1147,8 @@ describe("a redelivery with an Idempotency-Key", () => {
   })
 
   it("made, is answered from its stored response to a retry even after its endpoint was disabled or deleted", async () => {
-    const { client: api } = await registerTenant(platform.url)
-    const hook = expectOk(
-      await api.post<WebhookView>("/api/v1/webhooks", {
-        url: receiver.url,
-        events: ["wallet.created"],
-        secret,
-      }),
-      201,
-    )
-    await createWallet(api, "ethereum", "redeliver-replayed")
-    const deliveries = `/api/v1/webhooks/${hook.webhook_id}/deliveries`
-    const delivered = await poll(
-      "the wallet.created delivery",
-      async () => expectOk(await api.get<Page<DeliveryView>>(deliveries)),
-      (page) => page.data.some((d) => d.status === "succeeded"),
-    )
-    const route = `${deliveries}/${(delivered.data[0] as DeliveryView).delivery_id}/redeliver`
+    const { api, hook, deliveries, delivery } = await delivered("redeliver-replayed")
+    const route = `${deliveries}/${delivery.delivery_id}/redeliver`
     const headers = { "idempotency-key": "redeliver-lost-answer" }
     const made = await api.post(route, {}, headers)
     expect(made.status).toBe(202)

@@ -9,9 +9,10 @@ import { randomBytes } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { Balance, Transaction, Wallet } from "../../src/http/api.ts"
 import { expectError, expectOk } from "../support/api-expect.ts"
-import { createWallet } from "../support/api-fixtures.ts"
+import { createWallet, withKeyHeldElsewhere } from "../support/api-fixtures.ts"
 import {
   type ApiClient,
+  type ApiResponse,
   apiClient,
   type Credentials,
   type RunningPlatform,
@@ -193,29 +194,29 @@ describe("a payment whose key another request stores while the payment is being 
         { "idempotency-key": key },
       )
     // Another request's transaction holds the key, not yet committed: the payment finds no stored
-    // response, is decided, and its transaction waits on the key's row.
-    const other = await first.database.pool.connect()
-    try {
-      await other.query("begin")
-      await other.query(
-        `insert into platform.idempotency_keys
-           (tenant_id, environment, idempotency_key, fingerprint, response_status, response_body)
-         values ($1, 'sandbox', 'contested', 'another request', 201, '{"webhook_id":"whk_other"}')`,
-        [credentials.tenant_id],
-      )
-      const contested = pay("contested", "5")
-      await new Promise((resolve) => setTimeout(resolve, 300))
-      const bystander = pay("bystander", "7")
-      await new Promise((resolve) => setTimeout(resolve, 300))
-      await other.query("commit")
-      const [lost, kept] = await Promise.all([contested, bystander])
-      expect(lost.status).toBe(409)
-      expect(lost.body).toMatchObject({ error: { code: "idempotency_key_reused" } })
-      expect(kept.status).toBe(200)
-      expect(kept.body).toMatchObject({ status: "completed", amount: "7.00" })
-    } finally {
-      other.release()
-    }
+    // response, is decided, and its transaction waits on the key's row; a bystander pays meanwhile.
+    let bystander: ReturnType<typeof pay> | undefined
+    const lost = await withKeyHeldElsewhere(
+      first.database.pool,
+      credentials.tenant_id,
+      "contested",
+      async (headers) => {
+        const contested = client.post<typeof Transaction.Type>(
+          "/api/social-payments/pay",
+          { recipient: "payee@example.com", amount: "5", token: "USDC", from_wallet: payer },
+          headers,
+        )
+        await new Promise((resolve) => setTimeout(resolve, 300))
+        bystander = pay("bystander", "7")
+        return await contested
+      },
+      600,
+    )
+    const kept = await (bystander as ReturnType<typeof pay>)
+    expect(lost.status).toBe(409)
+    expect(lost.body).toMatchObject({ error: { code: "idempotency_key_reused" } })
+    expect(kept.status).toBe(200)
+    expect(kept.body).toMatchObject({ status: "completed", amount: "7.00" })
     // Only the bystander moved money: 100 - 7 - 0.3 % fee.
     const balance = expectOk(await client.get<typeof Balance.Type>(`/api/v1/wallets/${payer}/balance`))
     expect(balance.tokens.find((token) => token.token === "USDC")?.amount).toBe("92.979")
@@ -237,28 +238,10 @@ describe("a default wallet, a revocation or a reconciliation run whose key anoth
       await client.post<{ key_id: string }>("/api/v1/api-keys", { scopes: ["wallets:read"] }),
       201,
     )
-    /** Sends `send` with `key` while another transaction holds that key, then commits that one. */
-    const contested = async (
+    const contested = (
       idempotency_key: string,
-      send: (headers: Record<string, string>) => Promise<unknown>,
-    ) => {
-      const other = await first.database.pool.connect()
-      try {
-        await other.query("begin")
-        await other.query(
-          `insert into platform.idempotency_keys
-             (tenant_id, environment, idempotency_key, fingerprint, response_status, response_body)
-           values ($1, 'sandbox', $2, 'another request', 201, '{"webhook_id":"whk_other"}')`,
-          [credentials.tenant_id, idempotency_key],
-        )
-        const answer = send({ "idempotency-key": idempotency_key })
-        await new Promise((resolve) => setTimeout(resolve, 500))
-        await other.query("commit")
-        return (await answer) as Parameters<typeof expectError>[0]
-      } finally {
-        other.release()
-      }
-    }
+      send: (headers: Record<string, string>) => Promise<ApiResponse>,
+    ) => withKeyHeldElsewhere(first.database.pool, credentials.tenant_id, idempotency_key, send)
     expectError(
       await contested("contested-default", (headers) =>
         client.post(`/api/v1/wallets/${other_wallet.wallet_id}/default`, {}, headers),

@@ -66,19 +66,41 @@ afterAll(async () => {
   await db?.drop()
 })
 
+/** A funded Solana sender (wallet `wallet_index`, on chain and in the ledger) and a recipient (the next index). */
+const fundedSender = async (wallet_id: string, wallet_index: number) => {
+  const address = deriveAddress(seed, { chain: "solana", tenant_index: 0, wallet_index }) as Address
+  const wallet: SourceWallet = { wallet_id, chain: "solana", address, tenant_index: 0, wallet_index }
+  await local.fund(address, "USDC", 1_000_000_000n)
+  await kit.creditLedger(wallet)
+  const recipient = deriveAddress(seed, { chain: "solana", tenant_index: 0, wallet_index: wallet_index + 1 })
+  return { wallet, recipient }
+}
+
+/** Arms the next status read to hold its job until the answered function fails it. */
+const armFailingRead = (): ((error: Error) => void) => {
+  let fail: (error: Error) => void = () => {}
+  slow_read = new Promise<void>((_resolve, reject) => {
+    fail = reject
+  })
+  return fail
+}
+
+/**
+ * Lets the armed read hold its job past the job's expiry (pg-boss claims the job again), fails it,
+ * and answers the transfer's polls half a second later; returns after 4 s more for the retries.
+ */
+const failAfterExpiry = async (fail: (error: Error) => void, polls: () => Promise<number>) => {
+  await new Promise((resolve) => setTimeout(resolve, (job_expire_seconds + 4) * 1000))
+  fail(new Error("the node went away"))
+  await new Promise((resolve) => setTimeout(resolve, 500))
+  const before = await polls()
+  await new Promise((resolve) => setTimeout(resolve, 4_000))
+  return before
+}
+
 describe("a transfer's jobs", () => {
   it("stay one chain after a job outlived its expiry, with two workers running", async () => {
-    const address = deriveAddress(seed, { chain: "solana", tenant_index: 0, wallet_index: 3 }) as Address
-    const wallet: SourceWallet = {
-      wallet_id: "wal_jobs",
-      chain: "solana",
-      address,
-      tenant_index: 0,
-      wallet_index: 3,
-    }
-    await local.fund(address, "USDC", 1_000_000_000n)
-    await kit.creditLedger(wallet)
-    const recipient = deriveAddress(seed, { chain: "solana", tenant_index: 0, wallet_index: 4 })
+    const { wallet, recipient } = await fundedSender("wal_jobs", 3)
     const queued = async () =>
       (
         await db.pool.query<{ n: number }>(
@@ -138,56 +160,26 @@ describe("a transfer's jobs", () => {
   }, 60_000)
 
   it("a job run again while its first run holds the transfer is left to that run: when that run fails, the job is retried", async () => {
-    const address = deriveAddress(seed, { chain: "solana", tenant_index: 0, wallet_index: 5 }) as Address
-    const wallet: SourceWallet = {
-      wallet_id: "wal_jobs_fail",
-      chain: "solana",
-      address,
-      tenant_index: 0,
-      wallet_index: 5,
-    }
-    await local.fund(address, "USDC", 1_000_000_000n)
-    await kit.creditLedger(wallet)
-    const recipient = deriveAddress(seed, { chain: "solana", tenant_index: 0, wallet_index: 6 })
-    let fail: (error: Error) => void = () => {}
-    slow_read = new Promise<void>((_resolve, reject) => {
-      fail = reject
-    })
+    const { wallet, recipient } = await fundedSender("wal_jobs_fail", 5)
+    const fail = armFailingRead()
     const row = await kit.request(wallet, recipient, 5_000_000n)
     const polls = async () => (await kit.loadRow(row.transfer_id)).poll_count
     await kit.withWorker(async () => {
       // The read holds its job past its expiry, so pg-boss gives the same job to this worker again
-      // while the first run still holds the transfer; then the read fails (a node error).
-      await new Promise((resolve) => setTimeout(resolve, (job_expire_seconds + 4) * 1000))
-      fail(new Error("the node went away"))
-      await new Promise((resolve) => setTimeout(resolve, 500))
-      const before = await polls()
-      // pg-boss retries the failed job (1 s backoff), which polls on.
-      await new Promise((resolve) => setTimeout(resolve, 4_000))
+      // while the first run still holds the transfer; then the read fails (a node error). pg-boss
+      // retries the failed job (1 s backoff), which polls on.
+      const before = await failAfterExpiry(fail, polls)
       expect(await polls()).toBeGreaterThan(before)
     })
     expect((await kit.loadRow(row.transfer_id)).status).toBe("pending")
   }, 60_000)
 
   it("a job run again past its expiry on its last retry gets a replacement when its first run fails", async () => {
-    const address = deriveAddress(seed, { chain: "solana", tenant_index: 0, wallet_index: 7 }) as Address
-    const wallet: SourceWallet = {
-      wallet_id: "wal_jobs_last",
-      chain: "solana",
-      address,
-      tenant_index: 0,
-      wallet_index: 7,
-    }
-    await local.fund(address, "USDC", 1_000_000_000n)
-    await kit.creditLedger(wallet)
-    const recipient = deriveAddress(seed, { chain: "solana", tenant_index: 0, wallet_index: 8 })
+    const { wallet, recipient } = await fundedSender("wal_jobs_last", 7)
     // One retry per job: pg-boss's second claim of the job (after its expiry) is its last.
     const retry = { step_retry_limit: 1, step_retry_delay_max_seconds: 1, sign_attempts_max: 2 }
     await createTransferQueue(flow.boss, job_expire_seconds, { limit: 1, delay_max_seconds: 1 })
-    let fail: (error: Error) => void = () => {}
-    slow_read = new Promise<void>((_resolve, reject) => {
-      fail = reject
-    })
+    const fail = armFailingRead()
     const row = await kit.request(wallet, recipient, 5_000_000n)
     const polls = async () => (await kit.loadRow(row.transfer_id)).poll_count
     const waiting = async () =>
@@ -203,11 +195,7 @@ describe("a transfer's jobs", () => {
         // The read holds the job past its expiry: pg-boss claims it again (its last retry) and that
         // run is left to the first; then the first run's read fails. The job has no retry left, so a
         // new job must take the transfer over (the orphan sweep is a minute away).
-        await new Promise((resolve) => setTimeout(resolve, (job_expire_seconds + 4) * 1000))
-        fail(new Error("the node went away"))
-        await new Promise((resolve) => setTimeout(resolve, 500))
-        const before = await polls()
-        await new Promise((resolve) => setTimeout(resolve, 4_000))
+        const before = await failAfterExpiry(fail, polls)
         expect(await waiting()).toBeGreaterThan(0)
         expect(await polls()).toBeGreaterThan(before)
       }, retry)

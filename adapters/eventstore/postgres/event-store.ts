@@ -878,7 +878,9 @@ export const makePostgresEventStore = (
         }
       }
       if (streams.length === 0) return { retry: [] }
-      streams.forEach((index, i) => chainedOn.set(index, bases[i] as Head))
+      streams.forEach((index, i) => {
+        chainedOn.set(index, bases[i] as Head)
+      })
       const recorded_at = new Date().toISOString()
       const chained = streams.map((index, i) => {
         const { stream_id, events } = appends[index] as StreamAppend
