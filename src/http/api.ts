@@ -44,6 +44,15 @@ export class RequiredScope extends Context.Service<RequiredScope, ApiScope>()(
   "platform/http/RequiredScope",
 ) {}
 
+/**
+ * An endpoint a production key may still call while its tenant's verification is rejected (every
+ * other endpoint answers it 403 `tenant_not_verified`): what the tenant needs to recover, reading its
+ * state, submitting its verification again, and listing and revoking its keys.
+ */
+export class OpenWhileSuspended extends Context.Service<OpenWhileSuspended, true>()(
+  "platform/http/OpenWhileSuspended",
+) {}
+
 /** The authenticated tenant, environment and key of the current request. */
 export class CurrentCaller extends Context.Service<CurrentCaller, Caller>()("platform/http/CurrentCaller") {}
 
@@ -58,6 +67,16 @@ interface Annotatable<Self> {
 
 const scoped = <E extends Annotatable<E>>(endpoint: E, scope: ApiScope): E =>
   endpoint.annotate(RequiredScope, scope).annotate(OpenApi.Description, `Requires scope \`${scope}\`.`)
+
+/** `scoped`, and open to a suspended production key (see `OpenWhileSuspended`). */
+const scopedOpenWhileSuspended = <E extends Annotatable<E>>(endpoint: E, scope: ApiScope): E =>
+  endpoint
+    .annotate(RequiredScope, scope)
+    .annotate(OpenWhileSuspended, true)
+    .annotate(
+      OpenApi.Description,
+      `Requires scope \`${scope}\`; open to a production key while the tenant's verification is rejected.`,
+    )
 
 // --- Shared shapes ----------------------------------------------------------------------------
 
@@ -250,9 +269,14 @@ export class RegistrationApi extends HttpApiGroup.make("registration", { topLeve
 ) {}
 
 export class TenantApi extends HttpApiGroup.make("tenant")
-  .add(scoped(HttpApiEndpoint.get("get", "/api/v1/tenant", { success: Tenant }), "tenant:manage"))
   .add(
-    scoped(
+    scopedOpenWhileSuspended(
+      HttpApiEndpoint.get("get", "/api/v1/tenant", { success: Tenant }),
+      "tenant:manage",
+    ),
+  )
+  .add(
+    scopedOpenWhileSuspended(
       HttpApiEndpoint.post("submitVerification", "/api/v1/tenant/verification", {
         payload: Schema.Struct({
           legal_name: Text,
@@ -312,7 +336,7 @@ export class KeysApi extends HttpApiGroup.make("apiKeys")
     ),
   )
   .add(
-    scoped(
+    scopedOpenWhileSuspended(
       HttpApiEndpoint.get("list", "/api/v1/api-keys", { query: ListQuery, success: Page(ApiKey) }),
       "keys:manage",
     ),
@@ -328,7 +352,7 @@ export class KeysApi extends HttpApiGroup.make("apiKeys")
     ),
   )
   .add(
-    scoped(
+    scopedOpenWhileSuspended(
       HttpApiEndpoint.post("revoke", "/api/v1/api-keys/:key_id/revoke", {
         params: { key_id: Text },
         success: ApiKey,

@@ -9,7 +9,7 @@ import { Context, Effect, Layer, Redacted } from "effect"
 import { HttpServerRequest } from "effect/http"
 import { rateLimits } from "../../domain/platform/scopes.ts"
 import { Platform } from "../platform/service.ts"
-import { Authentication, CurrentCaller, RequiredScope } from "./api.ts"
+import { Authentication, CurrentCaller, OpenWhileSuspended, RequiredScope } from "./api.ts"
 import { clientAddress } from "./client-address.ts"
 import { ApiError, PendingRefusal } from "./errors.ts"
 
@@ -129,9 +129,13 @@ export const AuthenticationLive = Layer.effect(
             )
           }
           // A production key of a tenant whose verification lapsed is a real key, not a guess: its
-          // 403 does not use up the address's budget.
-          if (outcome.kind === "tenant_not_verified") return yield* Effect.die(refusals[outcome.kind])
-          if (outcome.kind !== "ok") {
+          // 403 does not use up the address's budget. What recovers the tenant stays open to it.
+          if (
+            outcome.kind === "tenant_not_verified" &&
+            Context.getOrUndefined(endpoint.annotations, OpenWhileSuspended) !== true
+          )
+            return yield* Effect.die(refusals[outcome.kind])
+          if (outcome.kind !== "ok" && outcome.kind !== "tenant_not_verified") {
             const counted = platform.limiter.admit(
               [{ key: failures(), rate_per_s: failed_authentication_rate_per_s }],
               now_ms,

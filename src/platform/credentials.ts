@@ -231,7 +231,9 @@ interface AuthRow {
 
 export type AuthOutcome =
   | { readonly kind: "ok"; readonly caller: Caller }
-  | { readonly kind: "unknown_key" | "revoked" | "expired" | "tenant_mismatch" | "tenant_not_verified" }
+  /** A production key of a tenant whose verification was rejected: open only to what recovers it. */
+  | { readonly kind: "tenant_not_verified"; readonly caller: Caller }
+  | { readonly kind: "unknown_key" | "revoked" | "expired" | "tenant_mismatch" }
 
 /**
  * Sets `key` as the newest entry of `map`; a full map first lets go of its oldest (insertion order:
@@ -313,11 +315,12 @@ export const makeKeyAuthenticator = (pool: pg.Pool, options: { readonly entries_
     if (row.tenant_id !== tenant_id) return { kind: "tenant_mismatch" }
     if (row.revoked_at !== null) return { kind: "revoked" }
     if (row.expires_local_ms !== null && row.expires_local_ms <= now_ms) return { kind: "expired" }
+    const { key_id, environment, scopes, plan, custody_index, expires_at } = row
+    const caller = { tenant_id, environment, key_id, scopes, plan, custody_index, expires_at }
     // A production key works only while its tenant is verified: a later rejection suspends it.
     if (row.environment === "production" && row.kyc_status !== "verified")
-      return { kind: "tenant_not_verified" }
-    const { key_id, environment, scopes, plan, custody_index, expires_at } = row
-    return { kind: "ok", caller: { tenant_id, environment, key_id, scopes, plan, custody_index, expires_at } }
+      return { kind: "tenant_not_verified", caller }
+    return { kind: "ok", caller }
   }
   return {
     authenticate: async (api_key: string, tenant_id: string, now_ms: number): Promise<AuthOutcome> =>

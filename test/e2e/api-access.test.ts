@@ -565,9 +565,21 @@ describe("verification and the production environment", () => {
     // A later rejected submission suspends the production keys (and their rotation) until verified again.
     expectOk(await production.post<TenantView>("/api/v1/tenant/verification", submission))
     await sleep(1_100)
-    // With no production key working, a sandbox key may revoke one (it may be why), and verify again.
+    // Suspended, production keys still reach what recovers the tenant; a sandbox key reaches none of
+    // it (a leaked one could otherwise revoke the production keys, verify and mint its own).
+    expectError(
+      await sandbox.post(`/api/v1/api-keys/${second.key_id}/revoke`, {}),
+      403,
+      "production_key_required",
+    )
+    expect(expectOk(await production.get<TenantView>("/api/v1/tenant")).verification).toMatchObject({
+      status: "rejected",
+      reason: "registry_mismatch",
+    })
+    expectOk(await production.get("/api/v1/api-keys"))
     expect(
-      expectOk(await sandbox.post<{ status: string }>(`/api/v1/api-keys/${second.key_id}/revoke`, {})).status,
+      expectOk(await production.post<{ status: string }>(`/api/v1/api-keys/${second.key_id}/revoke`, {}))
+        .status,
     ).toBe("revoked")
     // A retry answers what was done: the tenant's state as it is now counts for new requests only.
     const again = await sandbox.post("/api/v1/api-keys", keyed, { "idempotency-key": "live-1" })
@@ -578,9 +590,9 @@ describe("verification and the production environment", () => {
       403,
       "tenant_not_verified",
     )
-    expectError(await production.get("/api/v1/tenant"), 403, "tenant_not_verified")
+    expectError(await production.get("/api/v1/wallets"), 403, "tenant_not_verified")
     // A real key, not a guess: a burst of them stays 403, never the refused-keys 429.
-    const suspended = await Promise.all(Array.from({ length: 60 }, () => production.get("/api/v1/tenant")))
+    const suspended = await Promise.all(Array.from({ length: 60 }, () => production.get("/api/v1/wallets")))
     expect(new Set(suspended.map((answer) => answer.status))).toEqual(new Set([403]))
     expectError(await sandbox.post(`/api/v1/api-keys/${key.key_id}/rotate`, {}), 403, "tenant_not_verified")
     expectError(
@@ -588,8 +600,13 @@ describe("verification and the production environment", () => {
       403,
       "tenant_not_verified",
     )
+    expectError(
+      await sandbox.post("/api/v1/tenant/verification", { ...submission, registration_number: "HRB 12345" }),
+      403,
+      "production_key_required",
+    )
     expectOk(
-      await sandbox.post<TenantView>("/api/v1/tenant/verification", {
+      await production.post<TenantView>("/api/v1/tenant/verification", {
         ...submission,
         registration_number: "HRB 12345",
       }),

@@ -300,11 +300,11 @@ const verifiedFor = (tenant_id: string, environment: string | undefined) =>
     : Effect.void
 
 /**
- * Production keys are managed with a production key once the tenant has one that works (not revoked,
- * not expired, its tenant verified): a sandbox key (in a test suite, a CI job) that leaks must not
- * reach production. The first production key can only come from a sandbox key, so it may be
- * created by one; and while the tenant's verification is rejected, its production keys work no
- * more, so a sandbox key may revoke them (one of them may be why).
+ * Production keys and the verification are managed with a production key once the tenant has one
+ * (not revoked, not expired): a sandbox key (in a test suite, a CI job) that leaks must not reach
+ * production. The first production key can only come from a sandbox key, so it may be created by
+ * one. While a rejected verification suspends production, its keys still reach what recovers it
+ * (`OpenWhileSuspended`), so the tenant needs no sandbox key for that either.
  */
 const productionFromProduction = (
   caller: Caller,
@@ -320,9 +320,7 @@ const productionFromProduction = (
           pool.query<{ live: boolean }>(
             `select exists (select 1 from platform.api_keys
                              where tenant_id = $1 and environment = 'production' and revoked_at is null
-                               and (expires_at is null or expires_at > now()))
-                    and exists (select 1 from platform.tenants
-                                 where tenant_id = $1 and kyc_status = 'verified') as live`,
+                               and (expires_at is null or expires_at > now())) as live`,
             [caller.tenant_id],
           ),
         )
