@@ -39,10 +39,12 @@ const phoneSeparators = /[\s().\-\u2010-\u2015\u2212]/g
 /**
  * A trunk prefix written `(0)` right after the country code (`+` or `00` and 1 to 3 digits, then
  * any separators), however the international prefix is set apart: "+44 (0)20 7946 0958",
- * "0044 (0)20...", "00 44 (0)20...", "+ 44 (0)20...", "+(44) (0)20...", "(+44) (0)20...". Anywhere
+ * "0044 (0)20...", "00 44 (0)20...", "00-44 (0)20...", "+ 44 (0)20...", "+(44) (0)20...",
+ * "(+44) (0)20...". Anywhere
  * else its parentheses are separators like any other and the 0 is a digit of the number.
  */
-const trunkPrefix = /^[\s(]*(?:\+|00)[\s()]*([1-9][0-9]{0,2})[\s().\-\u2010-\u2015\u2212]*\(\s*0\s*\)/
+const trunkPrefix =
+  /^[\s(]*(?:\+|00)[\s().\-\u2010-\u2015\u2212]*([1-9][0-9]{0,2})[\s().\-\u2010-\u2015\u2212]*\(\s*0\s*\)/
 
 /**
  * A phone number in E.164: `+`, a country code and subscriber number, 7 to 15 digits in all.
@@ -137,11 +139,12 @@ export function normaliseEmail(input: string): Result.Result<string, InvalidIden
 export const case_fold_from =
   "\u00b5\u017f\u0345\u03c2\u03d0\u03d1\u03d5\u03d6\u03f0\u03f1\u03f5\u1e9b\u1fbe" +
   // Old Cyrillic letter forms (rounded ve, long-legged de, narrow o, wide es, tall te, three-legged
-  // te, tall hard sign, tall yat, unblended uk): migration 305 folds the addresses stored before.
-  "\u1c80\u1c81\u1c82\u1c83\u1c84\u1c85\u1c86\u1c87\u1c88"
+  // te, tall hard sign, tall yat, unblended uk) and the long s t ligature (to the s t one):
+  // migration 305 folds the addresses stored before.
+  "\u1c80\u1c81\u1c82\u1c83\u1c84\u1c85\u1c86\u1c87\u1c88\ufb05"
 export const case_fold_to =
   "\u03bc\u0073\u03b9\u03c3\u03b2\u03b8\u03c6\u03c0\u03ba\u03c1\u03b5\u1e61\u03b9" +
-  "\u0432\u0434\u043e\u0441\u0442\u0442\u044a\u0463\ua64b"
+  "\u0432\u0434\u043e\u0441\u0442\u0442\u044a\u0463\ua64b\ufb06"
 const caseFolds = new Map([...case_fold_from].map((from, i) => [from, case_fold_to[i] ?? from]))
 const foldable = new RegExp(`[${case_fold_from}]`, "gu")
 

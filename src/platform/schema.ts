@@ -171,12 +171,12 @@ alter table platform.idempotency_keys alter column response_body type json using
   },
   {
     version: 305,
-    name: "e-mail addresses case-folded: old Cyrillic letter forms",
+    name: "e-mail addresses case-folded: old Cyrillic letter forms, the long s t ligature",
     // normaliseEmail now also folds U+1C80-U+1C88 (rounded ve, tall te...) to the Cyrillic letters
-    // they are; addresses stored before are folded likewise, as migration 304 did.
+    // they are, and U+FB05 to U+FB06; addresses stored before are folded likewise, as 304 did.
     sql: foldStoredEmails(
-      "E'\\u1c80\\u1c81\\u1c82\\u1c83\\u1c84\\u1c85\\u1c86\\u1c87\\u1c88'",
-      "E'\\u0432\\u0434\\u043e\\u0441\\u0442\\u0442\\u044a\\u0463\\ua64b'",
+      "E'\\u1c80\\u1c81\\u1c82\\u1c83\\u1c84\\u1c85\\u1c86\\u1c87\\u1c88\\ufb05'",
+      "E'\\u0432\\u0434\\u043e\\u0441\\u0442\\u0442\\u044a\\u0463\\ua64b\\ufb06'",
     ),
   },
 ]

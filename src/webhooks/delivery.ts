@@ -22,7 +22,7 @@ import type { Environment } from "../../domain/platform/scopes.ts"
 import { isWebhookEventType, type JsonObject, serializeEventBody } from "../../domain/webhooks/events.ts"
 import { signature_header, signPayload } from "../../domain/webhooks/signature.ts"
 import { pinnedLookup, resolvePublicAddresses } from "./endpoint-guard.ts"
-import { type DeliveryJob, sendDeliveryJobs } from "./queue.ts"
+import { type DeliveryJob, deliveryGroup, sendDeliveryJobs } from "./queue.ts"
 import { type RetrySchedule, retryDelayMs } from "./retry.ts"
 import { type WebhookSecretBox, WebhookSecretUnreadable } from "./secrets.ts"
 import { inTransaction } from "./store.ts"
@@ -38,41 +38,13 @@ export interface DeliverySettings {
   readonly onHeld?: (error: WebhookSecretUnreadable) => void
   /** How long such an attempt waits before it looks again; default `unreadable_secret_hold_ms`. */
   readonly hold_ms?: number
-  /**
-   * This process's attempts in flight per tenant and environment. An attempt whose tenant already
-   * has its share in flight (a receiver that answers slowly or never) is put off, unclaimed, so one
-   * tenant's endpoints never hold every worker while other tenants' deliveries wait.
-   */
-  readonly tenant_slots?: TenantSlots
-}
-
-/** Attempts in flight per tenant and environment in this process, at most `max` each. */
-export interface TenantSlots {
-  readonly max: number
-  /** How long an attempt put off waits before it is tried again. */
-  readonly put_off_ms: number
-  readonly in_flight: Map<string, number>
-}
-
-/** Takes one of the tenant's slots; false when all are taken. */
-const takeSlot = (slots: TenantSlots, key: string): boolean => {
-  const taken = slots.in_flight.get(key) ?? 0
-  if (taken >= slots.max) return false
-  slots.in_flight.set(key, taken + 1)
-  return true
-}
-
-const releaseSlot = (slots: TenantSlots, key: string): void => {
-  const taken = (slots.in_flight.get(key) ?? 1) - 1
-  if (taken <= 0) slots.in_flight.delete(key)
-  else slots.in_flight.set(key, taken)
 }
 
 /** The longest response excerpt and error text kept per attempt. */
 export const excerpt_bytes_max = 1_024
 export const user_agent = "PaymentsPlatform-Webhooks/1.0"
 
-export type DeliveryResult = "skipped" | "succeeded" | "retrying" | "failed" | "held" | "put_off"
+export type DeliveryResult = "skipped" | "succeeded" | "retrying" | "failed" | "held"
 
 /** How long a delivery whose secret cannot be opened waits before it looks again (default). */
 export const unreadable_secret_hold_ms = 60_000
@@ -371,15 +343,11 @@ const recordAttempt = async (
       ],
     )
     if (recorded.redelivery_owed) {
-      await sendDeliveryJobs(boss, client, [
-        { delivery_id: job.delivery_id, attempt: job.attempt + 1, delay_ms: 0 },
-      ])
+      await sendDeliveryJobs(boss, client, [{ ...job, attempt: job.attempt + 1, delay_ms: 0 }])
       return "retrying"
     }
     if (delay_ms === undefined) return status === "succeeded" ? "succeeded" : "failed"
-    await sendDeliveryJobs(boss, client, [
-      { delivery_id: job.delivery_id, attempt: job.attempt + 1, delay_ms },
-    ])
+    await sendDeliveryJobs(boss, client, [{ ...job, attempt: job.attempt + 1, delay_ms }])
     return "retrying"
   })
 }
@@ -494,51 +462,26 @@ export async function deliverAttempt(
   pool: pg.Pool,
   boss: PgBoss,
   settings: DeliverySettings,
-  job: DeliveryJob,
+  job_run: DeliveryJob,
   job_id: string,
   signal: AbortSignal,
 ): Promise<DeliveryResult> {
   assert(
-    typeof job.delivery_id === "string" && Number.isInteger(job.attempt) && job.attempt >= 1,
+    typeof job_run.delivery_id === "string" && Number.isInteger(job_run.attempt) && job_run.attempt >= 1,
     "a delivery job",
   )
-  const target = await loadTarget(pool, job.delivery_id)
-  if (target === undefined || target.status !== "pending" || target.attempt_count !== job.attempt - 1) {
+  const target = await loadTarget(pool, job_run.delivery_id)
+  if (target === undefined || target.status !== "pending" || target.attempt_count !== job_run.attempt - 1) {
     return "skipped"
   }
+  // The jobs it queues (a retry, a hold) carry the tenant's group, a job written before groups too.
+  const job: DeliveryJob = { ...job_run, group: deliveryGroup(target.tenant_id, target.environment) }
   // A deleted or disabled endpoint is not called again, retries included; a delivery to a disabled
   // one can be sent again by hand (redeliver) once it is enabled.
   const claim_lifetime_s = jobLifetimeSeconds(settings.delivery_timeout_ms)
   if (target.webhook_deleted || !target.webhook_enabled) {
     return await failOrphan(pool, boss, job, job_id, claim_lifetime_s)
   }
-  const slots = settings.tenant_slots
-  if (slots === undefined) return await claimAndSend(pool, boss, settings, job, job_id, signal, target)
-  const tenant = `${target.tenant_id}|${target.environment}`
-  if (!takeSlot(slots, tenant)) {
-    // Put off, not attempted: a job of the same attempt, a little later (with jitter, so the
-    // tenant's waiting attempts do not all come back at once). Two jobs of one attempt send it once.
-    const delay_ms = slots.put_off_ms * (1 + settings.random())
-    await inTransaction(pool, (client) => sendDeliveryJobs(boss, client, [{ ...job, delay_ms }]))
-    return "put_off"
-  }
-  try {
-    return await claimAndSend(pool, boss, settings, job, job_id, signal, target)
-  } finally {
-    releaseSlot(slots, tenant)
-  }
-}
-
-const claimAndSend = async (
-  pool: pg.Pool,
-  boss: PgBoss,
-  settings: DeliverySettings,
-  job: DeliveryJob,
-  job_id: string,
-  signal: AbortSignal,
-  target: DeliveryTarget,
-): Promise<DeliveryResult> => {
-  const claim_lifetime_s = jobLifetimeSeconds(settings.delivery_timeout_ms)
   if (!(await claimAttempt(pool, job, job_id, claim_lifetime_s))) {
     return await awaitClaim(pool, boss, job, claim_lifetime_s)
   }

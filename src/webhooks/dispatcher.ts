@@ -16,7 +16,7 @@ import type { PgBoss } from "pg-boss"
 import { checkOut } from "../projections/batch.ts"
 import { sleep } from "../projections/runner.ts"
 import { deliveryId } from "./ids.ts"
-import { sendDeliveryJobs } from "./queue.ts"
+import { deliveryGroup, sendDeliveryJobs } from "./queue.ts"
 
 /** An arbitrary constant: the advisory lock whose holder is the one dispatcher. */
 export const dispatcher_lock_key = 7_201_415_320
@@ -97,7 +97,12 @@ export async function dispatchBatch(
           deliveries.map((d) => d.environment),
         ],
       )
-      const jobs = deliveries.map((d) => ({ delivery_id: d.delivery_id, attempt: 1, delay_ms: 0 }))
+      const jobs = deliveries.map((d) => ({
+        delivery_id: d.delivery_id,
+        attempt: 1,
+        delay_ms: 0,
+        group: deliveryGroup(d.tenant_id, d.environment),
+      }))
       await sendDeliveryJobs(boss, client, jobs)
     }
     await client.query("commit")

@@ -33,8 +33,9 @@ export interface WebhookEngineOptions {
   /** Jobs a worker takes at once, sent concurrently, the worker waiting for all (1..100); default 1. */
   readonly worker_batch_size?: number
   /**
-   * Attempts one tenant (and environment) may have in flight in this process (1..64); default half
-   * the workers' jobs. Its further attempts are put off, unclaimed, for 1-2 s at a time.
+   * Jobs of one tenant (and environment) the workers of this process run at once (1..worker_count);
+   * default half the workers. A fetch passes over a tenant's due jobs while it has that many
+   * running (pg-boss's local group concurrency), so other tenants' jobs behind them go first.
    */
   readonly tenant_attempts_max?: number
   /** How often an idle worker looks for due jobs (retries); pg-boss's floor is 500; default 1,000. */
@@ -70,12 +71,6 @@ const bounded = (name: string, value: number, min: number, max: number): number 
   return value
 }
 
-const workerCount = (options: WebhookEngineOptions) =>
-  bounded("worker_count", options.worker_count ?? 16, 1, 64)
-
-/** How long an attempt put off (its tenant's share of the workers busy) waits, at least. */
-const put_off_ms = 1_000
-
 /** Registers the delivery workers; returns their ids, so the dispatcher can wake them. */
 const startWorkers = async (
   boss: PgBoss,
@@ -96,17 +91,33 @@ const startWorkers = async (
         }
       }),
     )
+  const batch_size = bounded("worker_batch_size", options.worker_batch_size ?? 1, 1, 100)
+  const worker_count = bounded("worker_count", options.worker_count ?? 16, 1, 64)
   const work_options = {
-    batchSize: bounded("worker_batch_size", options.worker_batch_size ?? 1, 1, 100),
+    batchSize: batch_size,
     pollingIntervalSeconds:
       bounded("worker_poll_interval_ms", options.worker_poll_interval_ms ?? 1_000, 500, 60_000) / 1000,
     perJobResults: true,
+    localConcurrency: worker_count,
+    // A fetch passes over the due jobs of a tenant (group) with this many running here.
+    localGroupConcurrency: bounded(
+      "tenant_attempts_max",
+      options.tenant_attempts_max ?? Math.max(1, Math.floor(worker_count / 2)),
+      1,
+      worker_count,
+    ),
+    // While more jobs are due than the workers hold, each fetches again at once instead of
+    // waiting its polling interval (the queue's ready count, as pg-boss last read it).
+    burstWhenReadyExceeds: worker_count * batch_size,
   } as const
-  const worker_ids: string[] = []
-  for (let i = 0; i < workerCount(options); i++) {
-    worker_ids.push(await boss.work<DeliveryJob>(delivery_queue, work_options, handle))
-  }
-  return worker_ids
+  const work_id = await boss.work<DeliveryJob>(delivery_queue, work_options, handle)
+  // work() answers the first worker's id; the dispatcher wakes every one of them.
+  return boss
+    .getWipData()
+    .filter(
+      (worker) => worker.name === delivery_queue && (worker.id === work_id || worker.workId === work_id),
+    )
+    .map((worker) => worker.id)
 }
 
 /**
@@ -139,17 +150,6 @@ export async function startWebhookEngine(input: {
       1,
       3_600_000,
     ),
-    tenant_slots: {
-      max: bounded(
-        "tenant_attempts_max",
-        options.tenant_attempts_max ??
-          Math.max(1, Math.floor((workerCount(options) * (options.worker_batch_size ?? 1)) / 2)),
-        1,
-        6_400,
-      ),
-      put_off_ms,
-      in_flight: new Map(),
-    },
   }
   // Endpoints stored before secrets were sealed are sealed before anything is signed.
   await sealStoredSecrets(pool, input.secrets)

@@ -16,7 +16,15 @@ export const delivery_queue = "webhook-delivery"
 export interface DeliveryJob {
   readonly delivery_id: string
   readonly attempt: number
+  /**
+   * Its tenant and environment (`deliveryGroup`), also the job's pg-boss group: the workers of a
+   * process run at most so many jobs of one group at once. Absent in jobs written before groups.
+   */
+  readonly group?: string
 }
+
+/** The pg-boss group of a tenant's deliveries in one environment. */
+export const deliveryGroup = (tenant_id: string, environment: string): string => `${tenant_id}|${environment}`
 
 /** Retries by pg-boss of a job that failed to run (not of a failed HTTP request). */
 export const infrastructure_retry = {
@@ -48,8 +56,12 @@ export const sendDeliveryJobs = async (
   await boss.insert(
     delivery_queue,
     jobs.map((job) => ({
-      data: { delivery_id: job.delivery_id, attempt: job.attempt },
+      data:
+        job.group === undefined
+          ? { delivery_id: job.delivery_id, attempt: job.attempt }
+          : { delivery_id: job.delivery_id, attempt: job.attempt, group: job.group },
       startAfter: `${Math.max(0, Math.round(job.delay_ms))} milliseconds`,
+      ...(job.group === undefined ? {} : { group: { id: job.group } }),
     })),
     { db: pgBossDb(client) },
   )

@@ -18,7 +18,7 @@ import { type Page, toPage } from "../db/page.ts"
 import { inTransaction } from "../db/transaction.ts"
 import { checkWebhookUrl } from "./endpoint-url.ts"
 import { eventId, generateWebhookSecret, webhookId } from "./ids.ts"
-import { sendDeliveryJobs } from "./queue.ts"
+import { deliveryGroup, sendDeliveryJobs } from "./queue.ts"
 import { secretLast4, type WebhookSecretBox } from "./secrets.ts"
 
 export type Db = pg.Pool | pg.PoolClient
@@ -552,7 +552,14 @@ export async function redeliver(
     )
     const row = updated.rows[0]
     if (row === undefined) return undefined
-    await sendDeliveryJobs(boss, client, [{ delivery_id, attempt: row.attempt_count + 1, delay_ms: 0 }])
+    await sendDeliveryJobs(boss, client, [
+      {
+        delivery_id,
+        attempt: row.attempt_count + 1,
+        delay_ms: 0,
+        group: deliveryGroup(scope.tenant_id, scope.environment),
+      },
+    ])
     return await getDelivery(client, scope, delivery_id)
   })
 }

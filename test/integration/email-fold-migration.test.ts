@@ -96,6 +96,8 @@ describe("migration 305", () => {
     await insert("ten_2", "\u1c82@uni.example", 2)
     await insert("ten_3", "\u043e@uni.example", 3)
     await insert("ten_4", "sam@uni.example", 4)
+    // The long s t ligature folds to the s t one.
+    await insert("ten_5", "\ufb05@uni.example", 5)
 
     await runMigrations(before305.pool, platformMigrations)
 
@@ -107,6 +109,7 @@ describe("migration 305", () => {
       { tenant_id: "ten_2", email: "\u1c82@uni.example" },
       { tenant_id: "ten_3", email: "\u043e@uni.example" },
       { tenant_id: "ten_4", email: "sam@uni.example" },
+      { tenant_id: "ten_5", email: "\ufb06@uni.example" },
     ])
   })
 })

@@ -21,7 +21,7 @@ import {
   type WebhookEngineOptions,
 } from "../../src/webhooks/engine.ts"
 import { generateWebhookSecret } from "../../src/webhooks/ids.ts"
-import { pgBossDb } from "../../src/webhooks/queue.ts"
+import { delivery_queue, pgBossDb } from "../../src/webhooks/queue.ts"
 import type { RetrySchedule } from "../../src/webhooks/retry.ts"
 import { webhookMigrations } from "../../src/webhooks/schema.ts"
 import { makeWebhookSecretBox, WebhookSecretUnreadable } from "../../src/webhooks/secrets.ts"
@@ -334,7 +334,7 @@ describe("delivery", () => {
     expect(attempt?.latency_ms).toBeGreaterThanOrEqual(290)
   })
 
-  it("keeps one tenant's receiver that never answers from holding every worker: another tenant's deliveries go out at once", async () => {
+  it("keeps one tenant's receiver that never answers, and its backlog, from holding every worker: another tenant's delivery goes out at once", async () => {
     const stuck = newTenant()
     const other = newTenant()
     const hanging = await startReceiver(() => "hang")
@@ -346,24 +346,38 @@ describe("delivery", () => {
       { url: healthy.url, events: ["payment.pending"] },
       box,
     )
+    // 300 of the stuck tenant's deliveries are due before the other tenant's one.
+    await enqueueEvents(
+      db.pool,
+      Array.from({ length: 300 }, () => ({
+        ...stuck,
+        event_type: "payment.pending" as const,
+        data: {},
+        created_at: new Date(),
+      })),
+    )
     await start({
       worker_count: 4,
       delivery_timeout_ms: 4_000,
       retry_schedule: { ...fast, attempt_count_max: 1 },
     })
-    // The stuck tenant's events come one by one, each taken by a worker as it comes.
-    for (let event = 0; event < 8; event++) {
-      await enqueue(stuck, "payment.pending")
-      await settle(150)
-    }
+    await waitFor("the stuck tenant's first attempts", async () =>
+      hanging.received.length >= 2 ? true : undefined,
+    )
     const sent = Date.now()
     await enqueue(other, "payment.pending")
     const delivery = await settledDelivery(other, webhook.webhook_id)
     expect(delivery.status).toBe("succeeded")
-    // Well inside the stuck receiver's timeout: no worker had to give up on it first.
+    // Well inside the stuck receiver's timeout: no worker had to give up on it first, and the
+    // stuck tenant's due jobs ahead of it were passed over.
     expect(Date.now() - sent).toBeLessThan(2_000)
-    // The stuck tenant's attempts were put off, not lost: each goes out once a worker of its share is free.
-    expect(hanging.received.length).toBeLessThanOrEqual(2)
+    // The stuck tenant had its share of the workers (half) at once, no more.
+    expect(hanging.received.length).toBe(2)
+    // Its backlog is not for the tests after this one.
+    await db.pool.query(
+      "delete from pgboss.job where name = $1 and state < 'active' and data->>'group' = $2",
+      [delivery_queue, deliveryGroup(stuck.tenant_id, stuck.environment)],
+    )
   })
 
   it("counts a refused connection as a failed attempt", async () => {

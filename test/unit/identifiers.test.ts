@@ -21,6 +21,8 @@ describe("normaliseIdentifier", () => {
     ["+353 (0)1 234 5678", "+35312345678"],
     // However the international prefix is set apart from the country code.
     ["00 44 (0)20 7946 0958", "+442079460958"],
+    ["00-44 (0)20 7946 0958", "+442079460958"],
+    ["00.44 (0)20 7946 0958", "+442079460958"],
     ["+ 44 (0)20 7946 0958", "+442079460958"],
     ["+(44) (0)20 7946 0958", "+442079460958"],
     ["(+44) (0)20 7946 0958", "+442079460958"],
@@ -87,6 +89,7 @@ describe("normaliseIdentifier", () => {
     ["\u1c80\u1c84@uni.example", "\u0432\u0442@uni.example"],
     ["\u0412\u0422@uni.example", "\u0432\u0442@uni.example"],
     ["\u1c88@uni.example", "\ua64b@uni.example"],
+    ["\ufb05@uni.example", "\ufb06@uni.example"],
   ])("e-mail %s is %s", (input, expected) => {
     expect(ok("email", input)).toBe(expected)
   })
@@ -181,7 +184,7 @@ describe("normaliseIdentifier", () => {
         fc.integer({ min: 1, max: 999 }),
         fc.array(fc.integer({ min: 0, max: 9 }), { minLength: 7, maxLength: 11 }),
         separator,
-        fc.constantFrom("+#", "00#", "+ #", "00 #", "+(#)", "(+#)", "(00#)"),
+        fc.constantFrom("+#", "00#", "+ #", "00 #", "00-#", "+(#)", "(+#)", "(00#)"),
         fc.boolean(),
         (country, subscriber, sep, prefix, trunk) => {
           const e164 = `+${country}${subscriber.join("")}`

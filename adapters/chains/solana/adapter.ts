@@ -7,7 +7,10 @@
  * - `block_number` is the slot; `block_hash` is what the transport names the slot's block by (see
  *   `LandedTransaction.block_hash`); `confirmations` is the slot distance to the newest slot plus one.
  * - `log_index` is the position of the token transfer among the transaction's top-level
- *   instructions: Solana has no block-wide log index, and (signature, instruction) is unique.
+ *   instructions, or for one a program made (an inner instruction) 256 × (its top-level
+ *   instruction + 1) + its place among that one's inner instructions (`tokenTransfersIn`): Solana
+ *   has no block-wide log index, and (signature, place) is unique. Incoming transfers are listed
+ *   in that order within a transaction, not in the order they ran.
  * - Solana has no account nonce: a transaction is ordered by nothing and lives until its blockhash
  *   expires (about 150 blocks). `SignedTransfer.nonce` is therefore 0 and `SignOptions.nonce` is
  *   ignored; the signature alone identifies the transaction across retries.
