@@ -334,7 +334,10 @@ export const makeKeyAuthenticator = (pool: pg.Pool, options: { readonly entries_
       const digest = keyDigest(api_key)
       if (lookups.has(digest)) return true
       const row = cache.get(digest)?.row
-      return row !== undefined && decide(row, tenant_id, now_ms).kind === "ok"
+      if (row === undefined) return false
+      // A suspended production key (its tenant's verification rejected) is a real key too.
+      const { kind } = decide(row, tenant_id, now_ms)
+      return kind === "ok" || kind === "tenant_not_verified"
     },
     /** `authenticate` without a database read: undefined when the key is not in the cache. */
     authenticateCached: (api_key: string, tenant_id: string, now_ms: number): AuthOutcome | undefined => {

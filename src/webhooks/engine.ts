@@ -34,7 +34,8 @@ export interface WebhookEngineOptions {
   readonly worker_batch_size?: number
   /**
    * Jobs of one tenant (and environment) the workers of this process run at once (1..worker_count);
-   * default half the workers. A fetch passes over a tenant's due jobs while it has that many
+   * default a third of the workers, so one tenant's sandbox and production together hold two
+   * thirds at most. A fetch passes over a tenant's due jobs while it has that many
    * running (pg-boss's local group concurrency), so other tenants' jobs behind them go first.
    */
   readonly tenant_attempts_max?: number
@@ -102,7 +103,7 @@ const startWorkers = async (
     // A fetch passes over the due jobs of a tenant (group) with this many running here.
     localGroupConcurrency: bounded(
       "tenant_attempts_max",
-      options.tenant_attempts_max ?? Math.max(1, Math.floor(worker_count / 2)),
+      options.tenant_attempts_max ?? Math.max(1, Math.floor(worker_count / 3)),
       1,
       worker_count,
     ),

@@ -485,6 +485,37 @@ describe("a key passes on only its own scopes", () => {
 })
 
 describe("verification and the production environment", () => {
+  it("leaves production to the sandbox keys of a tenant whose production keys cannot manage it, so it never locks itself out", async () => {
+    const { client: sandbox } = await registerTenant(platform.url)
+    const submission = {
+      legal_name: "Least Privilege Ltd",
+      registration_number: "HRB 4321",
+      country: "DE",
+      representative: { name: "Ada Example", country: "DE" },
+    }
+    expectOk(await sandbox.post("/api/v1/tenant/verification", submission))
+    const limited = expectOk(
+      await sandbox.post<{ key_id: string }>("/api/v1/api-keys", {
+        environment: "production",
+        scopes: ["wallets:read"],
+      }),
+      201,
+    )
+    // No production key may manage keys or the verification: the sandbox key still does both.
+    const rejected = await sandbox.post<TenantView>("/api/v1/tenant/verification", {
+      ...submission,
+      registration_number: "HRB 0000",
+    })
+    expect(expectOk(rejected).verification.status).toBe("rejected")
+    expect(
+      expectOk(await sandbox.post<TenantView>("/api/v1/tenant/verification", submission)).verification.status,
+    ).toBe("verified")
+    expect(
+      expectOk(await sandbox.post<{ status: string }>(`/api/v1/api-keys/${limited.key_id}/revoke`, {}))
+        .status,
+    ).toBe("revoked")
+  })
+
   it("grants production keys (sk_live_) only to a verified tenant, whose production ledger, wallets and webhooks share nothing with the sandbox", async () => {
     const { client: sandbox, credentials } = await registerTenant(platform.url)
     const tenant = expectOk(await sandbox.get<TenantView>("/api/v1/tenant"))

@@ -61,6 +61,25 @@ describe("makeKeyAuthenticator", () => {
     expect(keys.knownKey(b.api_key, tenant_id, later_ms)).toBe(false)
   })
 
+  it("counts a suspended production key (its tenant's verification rejected) as known: a real key, not a guess", async () => {
+    const keys = makeKeyAuthenticator(db.pool)
+    const suspended_tenant = "ten_keycache_suspended"
+    await db.pool.query(
+      `insert into platform.tenants (tenant_id, email, password_hash, company_name, plan, custody_index, created_at, kyc_status)
+       values ($1, 'suspended@example.com', 'x', 'Keys', 'basic', 8, now(), 'rejected')`,
+      [suspended_tenant],
+    )
+    const live = await insertKey(db.pool, {
+      tenant_id: suspended_tenant,
+      environment: "production",
+      scopes: ["tenant:manage"],
+      name: null,
+    })
+    const now_ms = Date.now()
+    expect((await keys.authenticate(live.api_key, suspended_tenant, now_ms)).kind).toBe("tenant_not_verified")
+    expect(keys.knownKey(live.api_key, suspended_tenant, now_ms + key_cache_ttl_ms)).toBe(true)
+  })
+
   it("does not count a revoked or expired key as known", async () => {
     const keys = makeKeyAuthenticator(db.pool)
     const revoked = await newKey()

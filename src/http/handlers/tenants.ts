@@ -301,10 +301,12 @@ const verifiedFor = (tenant_id: string, environment: string | undefined) =>
 
 /**
  * Production keys and the verification are managed with a production key once the tenant has one
- * (not revoked, not expired): a sandbox key (in a test suite, a CI job) that leaks must not reach
+ * that may do it (not revoked, not expired, holding `scope`: keys:manage for keys, tenant:manage for
+ * the verification): a sandbox key (in a test suite, a CI job) that leaks must not reach
  * production. The first production key can only come from a sandbox key, so it may be created by
- * one. While a rejected verification suspends production, its keys still reach what recovers it
- * (`OpenWhileSuspended`), so the tenant needs no sandbox key for that either.
+ * one; and a tenant whose production keys cannot manage (least-privilege keys only) still manages
+ * with its sandbox key, so it never locks itself out. While a rejected verification suspends
+ * production, its keys still reach what recovers it (`OpenWhileSuspended`).
  */
 const productionFromProduction = (
   caller: Caller,
@@ -320,8 +322,8 @@ const productionFromProduction = (
           pool.query<{ live: boolean }>(
             `select exists (select 1 from platform.api_keys
                              where tenant_id = $1 and environment = 'production' and revoked_at is null
-                               and (expires_at is null or expires_at > now())) as live`,
-            [caller.tenant_id],
+                               and (expires_at is null or expires_at > now()) and $2 = any (scopes)) as live`,
+            [caller.tenant_id, scope],
           ),
         )
         if (found.rows[0]?.live !== true) return
