@@ -79,19 +79,29 @@ const startWorkers = async (
   settings: DeliverySettings,
   options: WebhookEngineOptions,
   onError: (error: unknown) => void,
-): Promise<string[]> => {
-  const handle = async (jobs: ReadonlyArray<{ id: string; data: DeliveryJob; signal: AbortSignal }>) =>
-    await Promise.all(
-      jobs.map(async (job): Promise<JobResult> => {
-        try {
-          await deliverAttempt(pool, boss, settings, job.data, job.id, job.signal)
-          return { id: job.id, status: "completed" }
-        } catch (error) {
-          onError(error)
-          return { id: job.id, status: "failed", output: { message: String(error) } }
-        }
-      }),
-    )
+): Promise<ReadonlyArray<string>> => {
+  let worker_ids: ReadonlyArray<string> = []
+  let next_wake = 0
+  const handle = async (jobs: ReadonlyArray<{ id: string; data: DeliveryJob; signal: AbortSignal }>) => {
+    try {
+      return await Promise.all(
+        jobs.map(async (job): Promise<JobResult> => {
+          try {
+            await deliverAttempt(pool, boss, settings, job.data, job.id, job.signal)
+            return { id: job.id, status: "completed" }
+          } catch (error) {
+            onError(error)
+            return { id: job.id, status: "failed", output: { message: String(error) } }
+          }
+        }),
+      )
+    } finally {
+      // A job done frees its tenant's slot: one worker (in turn) fetches again at once, instead of
+      // all of them waiting out their polling interval after fetches that passed over that tenant.
+      const wake = worker_ids[next_wake++ % Math.max(1, worker_ids.length)]
+      if (wake !== undefined) boss.notifyWorker(wake)
+    }
+  }
   const batch_size = bounded("worker_batch_size", options.worker_batch_size ?? 1, 1, 100)
   const worker_count = bounded("worker_count", options.worker_count ?? 16, 1, 64)
   const work_options = {
@@ -113,12 +123,13 @@ const startWorkers = async (
   } as const
   const work_id = await boss.work<DeliveryJob>(delivery_queue, work_options, handle)
   // work() answers the first worker's id; the dispatcher wakes every one of them.
-  return boss
+  worker_ids = boss
     .getWipData()
     .filter(
       (worker) => worker.name === delivery_queue && (worker.id === work_id || worker.workId === work_id),
     )
     .map((worker) => worker.id)
+  return worker_ids
 }
 
 /**
