@@ -107,14 +107,31 @@ const storedBody = (stored: StoredResponse, sealer: ResponseSealer | undefined) 
     )
   })
 
+/**
+ * How long a stored response that carries an API key (registration, key creation, rotation) is
+ * replayed: long enough for a client that lost the answer to retry, not for ever (whoever holds
+ * the calling key and the Idempotency-Key could otherwise read that API key at any time later).
+ */
+export const sealed_replay_ms = 24 * 3600 * 1000
+
+const replayExpired = new ApiError({
+  status: 409,
+  code: "idempotency_key_expired",
+  message:
+    "This Idempotency-Key's request took effect, but its response carried an API key and is replayed for 24 hours only: list your API keys (GET /api/v1/api-keys) to see the key it made, and revoke it if its secret was lost.",
+  param: "Idempotency-Key",
+})
+
 /** The stored response again; the request middleware adds each request's own X-Request-Id. */
 const replay = (stored: StoredResponse, sealer: ResponseSealer | undefined) =>
-  Effect.map(storedBody(stored, sealer), (body) =>
-    HttpServerResponse.jsonUnsafe(body, {
-      status: stored.response_status,
-      headers: { "idempotent-replayed": "true" },
-    }),
-  )
+  isSealedBody(stored.response_body) && (stored.age_ms ?? 0) > sealed_replay_ms
+    ? Effect.fail(replayExpired)
+    : Effect.map(storedBody(stored, sealer), (body) =>
+        HttpServerResponse.jsonUnsafe(body, {
+          status: stored.response_status,
+          headers: { "idempotent-replayed": "true" },
+        }),
+      )
 
 /**
  * Runs `run` at most once per idempotency key of the scope. `run` receives the ticket to store its

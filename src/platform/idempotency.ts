@@ -20,6 +20,8 @@ export interface StoredResponse {
   readonly fingerprint: string
   readonly response_status: number
   readonly response_body: unknown
+  /** How long ago it was stored, by the database's clock (set when read back). */
+  readonly age_ms?: number
 }
 
 /**
@@ -98,7 +100,8 @@ export const findStoredResponse = async (
 ): Promise<StoredResponse | undefined> =>
   (
     await pool.query<StoredResponse>(
-      `select tenant_id, environment, idempotency_key, fingerprint, response_status, response_body
+      `select tenant_id, environment, idempotency_key, fingerprint, response_status, response_body,
+              (extract(epoch from now() - created_at) * 1000)::float8 as age_ms
          from platform.idempotency_keys where tenant_id = $1 and environment = $2 and idempotency_key = $3`,
       [tenant_id, environment, idempotency_key],
     )

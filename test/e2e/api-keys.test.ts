@@ -127,6 +127,27 @@ describe("idempotent replay of responses that carry a key secret", () => {
     )
   })
 
+  it("replays a response that carries a key for 24 hours only, then answers 409 idempotency_key_expired", async () => {
+    const key = newIdempotencyKey()
+    const body = { name: "idem-aged", scopes: ["wallets:read"] }
+    const first = await owner.client.post<NewKeyView>("/api/v1/api-keys", body, { "idempotency-key": key })
+    expectOk(first, 201)
+    const age = (hours: number) =>
+      platform.database.pool.query(
+        "update platform.idempotency_keys set created_at = now() - make_interval(hours => $3) where tenant_id = $1 and idempotency_key = $2",
+        [owner.credentials.tenant_id, key, hours],
+      )
+    await age(23)
+    expectReplay(
+      first,
+      await owner.client.post<NewKeyView>("/api/v1/api-keys", body, { "idempotency-key": key }),
+    )
+    await age(25)
+    const late = await owner.client.post("/api/v1/api-keys", body, { "idempotency-key": key })
+    expect(expectError(late, 409, "idempotency_key_expired").message).toContain("GET /api/v1/api-keys")
+    expect(late.text).not.toContain("sk_sandbox_")
+  })
+
   it("answers a key creation's Idempotency-Key from another key of the tenant as another request (409), never with the secret", async () => {
     const key = newIdempotencyKey()
     const body = { name: "mine", scopes: ["wallets:read"] }
