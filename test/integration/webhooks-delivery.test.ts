@@ -356,9 +356,9 @@ describe("delivery", () => {
         created_at: new Date(),
       })),
     )
+    // Six workers: a tenant and environment has a third of them by default, two.
     await start({
-      worker_count: 4,
-      tenant_attempts_max: 2,
+      worker_count: 6,
       delivery_timeout_ms: 4_000,
       retry_schedule: { ...fast, attempt_count_max: 1 },
     })
@@ -372,7 +372,7 @@ describe("delivery", () => {
     // Well inside the stuck receiver's timeout: no worker had to give up on it first, and the
     // stuck tenant's due jobs ahead of it were passed over.
     expect(Date.now() - sent).toBeLessThan(2_000)
-    // The stuck tenant had its share of the workers (two) at once, no more.
+    // The stuck tenant had its share of the workers (a third: two) at once, no more.
     expect(hanging.received.length).toBe(2)
     // Its backlog is not for the tests after this one.
     await db.pool.query(
