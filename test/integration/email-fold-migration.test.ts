@@ -16,8 +16,9 @@ afterAll(async () => {
   await db?.drop()
 })
 
-const tenant = (tenant_id: string, email: string, custody_index: number) =>
-  db.pool.query(
+/** Inserts a tenant row into `into` (the database before migration 304 by default). */
+const tenant = (tenant_id: string, email: string, custody_index: number, into: TestDatabase = db) =>
+  into.pool.query(
     `insert into platform.tenants (tenant_id, email, password_hash, company_name, plan, custody_index, created_at)
      values ($1, $2, 'h', 'Acme', 'basic', $3, now())`,
     [tenant_id, email, custody_index],
@@ -85,11 +86,7 @@ describe("migration 305", () => {
 
   it("folds the old Cyrillic letter forms of stored e-mail addresses, keeping a row whose folded form is taken", async () => {
     const insert = (tenant_id: string, email: string, custody_index: number) =>
-      before305.pool.query(
-        `insert into platform.tenants (tenant_id, email, password_hash, company_name, plan, custody_index, created_at)
-         values ($1, $2, 'h', 'Acme', 'basic', $3, now())`,
-        [tenant_id, email, custody_index],
-      )
+      tenant(tenant_id, email, custody_index, before305)
     // Rounded ve and tall te: "вт".
     await insert("ten_1", "\u1c80\u1c84@uni.example", 1)
     // Both spellings registered: the second keeps its own.
