@@ -5,9 +5,9 @@
  * written in the effect's own transaction, keeps the effect single: of two transactions storing one
  * key, the second rolls back and its request is answered from the first's response (a replay, or a
  * 409 for a different request). Ledger commands dedupe in the ledger by the same key. Keys are
- * scoped to the tenant and environment. A handler whose response carries a secret passes a sealer:
- * its response is stored encrypted and decrypted on replay, and its request is fingerprinted with a
- * keyed hash.
+ * scoped to the tenant and environment. A handler whose request or response carries a secret
+ * passes `Secrets`: its request is fingerprinted with a keyed hash, and a response that carries an
+ * API key is stored encrypted, decrypted on replay and replayed for 24 hours only.
  */
 import { hash } from "node:crypto"
 import { Context, Deferred, Effect, Exit } from "effect"
@@ -114,19 +114,34 @@ const storedBody = (stored: StoredResponse, sealer: ResponseSealer | undefined) 
  */
 export const sealed_replay_ms = 24 * 3600 * 1000
 
-const replayExpired = new ApiError({
-  status: 409,
-  code: "idempotency_key_expired",
-  message:
-    "This Idempotency-Key's request took effect, but its response carried an API key and is replayed for 24 hours only: list your API keys (GET /api/v1/api-keys) to see the key it made, and revoke it if its secret was lost.",
-  param: "Idempotency-Key",
-})
+const replayExpired = (operation: string) =>
+  new ApiError({
+    status: 409,
+    type: "idempotency_error",
+    code: "idempotency_key_expired",
+    message:
+      operation === "tenant.register"
+        ? "This Idempotency-Key's registration took effect, but its response carried the tenant's first API key and is replayed for 24 hours only: that key cannot be shown again."
+        : "This Idempotency-Key's request took effect, but its response carried an API key and is replayed for 24 hours only: list your API keys (GET /api/v1/api-keys) to see the key it made, and revoke it if its secret was lost.",
+    param: "Idempotency-Key",
+  })
+
+/**
+ * What a handler whose request or response carries a secret passes to `idempotent`: the sealer
+ * (from `StoredResponseSealer`) and whether its response carries an API key (registration, key
+ * creation, rotation: sealed, replayed for 24 hours) or only its request holds a secret (a
+ * webhook's signing secret: the fingerprint is keyed, the response stored as it is).
+ */
+export interface Secrets {
+  readonly sealer: ResponseSealer
+  readonly response_carries_api_key: boolean
+}
 
 /** The stored response again; the request middleware adds each request's own X-Request-Id. */
-const replay = (stored: StoredResponse, sealer: ResponseSealer | undefined) =>
-  isSealedBody(stored.response_body) && (stored.age_ms ?? 0) > sealed_replay_ms
-    ? Effect.fail(replayExpired)
-    : Effect.map(storedBody(stored, sealer), (body) =>
+const replay = (stored: StoredResponse, operation: string, secrets: Secrets | undefined) =>
+  secrets?.response_carries_api_key === true && (stored.age_ms ?? 0) > sealed_replay_ms
+    ? Effect.fail(replayExpired(operation))
+    : Effect.map(storedBody(stored, secrets?.sealer), (body) =>
         HttpServerResponse.jsonUnsafe(body, {
           status: stored.response_status,
           headers: { "idempotent-replayed": "true" },
@@ -136,8 +151,9 @@ const replay = (stored: StoredResponse, sealer: ResponseSealer | undefined) =>
 /**
  * Runs `run` at most once per idempotency key of the scope. `run` receives the ticket to store its
  * response with (undefined without a key); a `run` that succeeds without storing its response must
- * be idempotent by itself (a concurrent duplicate runs it again and must get a replay). With `sealer`, the stored response is encrypted and the
- * request fingerprinted with a keyed hash (for responses that carry a secret).
+ * be idempotent by itself (a concurrent duplicate runs it again and must get a replay). With
+ * `secrets`, the request is fingerprinted with a keyed hash, and a response that carries an API key
+ * is stored encrypted and replayed for 24 hours only.
  * @example idempotent({ tenant_id, environment }, "wallets.create", payload, (ticket) => createWallet(..., ticket))
  */
 export const idempotent = <A, R>(
@@ -145,7 +161,7 @@ export const idempotent = <A, R>(
   operation: string,
   payload: unknown,
   run: (ticket: IdempotencyTicket | undefined) => Effect.Effect<A, ApiError, R>,
-  sealer?: ResponseSealer,
+  secrets?: Secrets,
 ): Effect.Effect<
   A | HttpServerResponse.HttpServerResponse,
   ApiError,
@@ -164,6 +180,7 @@ export const idempotent = <A, R>(
       })
     }
     const request_text = `${operation}\n${stableJson(payload)}`
+    const sealer = secrets?.sealer
     const fingerprint =
       sealer === undefined ? hash("sha256", request_text, "hex") : sealer.fingerprint(request_text)
     const ticket: IdempotencyTicket = {
@@ -171,7 +188,7 @@ export const idempotent = <A, R>(
       environment: scope.environment,
       idempotency_key: key,
       fingerprint,
-      sealer,
+      sealer: secrets?.response_carries_api_key === true ? sealer : undefined,
     }
     const slot = `${scope.tenant_id}|${scope.environment}|${key}`
     const { pool } = yield* Platform
@@ -190,7 +207,7 @@ export const idempotent = <A, R>(
         stored.fingerprint === fingerprint &&
         stored.response_status !== rerun_status
       )
-        return yield* replay(stored, sealer)
+        return yield* replay(stored, operation, secrets)
       // Nothing stored: the first failed (this duplicate shares its error), or its run stores no
       // response and is idempotent itself (the faucet replays in the ledger): run it again, so that
       // this duplicate is answered as the replay it is.
@@ -208,13 +225,13 @@ export const idempotent = <A, R>(
         if (stored.fingerprint !== fingerprint && stored.fingerprint !== anyRequestOf(operation)) {
           // Under another KEK every keyed fingerprint differs: a sealed record this key cannot open
           // is answered as unreadable, not as a different request. A request that seals nothing
-          // (a wallet after a webhook's key) is simply another request.
+          // (a wallet after a key creation's key) is simply another request.
           if (sealer !== undefined && isSealedBody(stored.response_body)) yield* storedBody(stored, sealer)
           return yield* reused
         }
         // The key was taken by a request that answers its retry by running again (the faucet).
         if (stored.response_status === rerun_status) return yield* run(ticket)
-        return yield* replay(stored, sealer)
+        return yield* replay(stored, operation, secrets)
       })
     // Another process may store a response under this key while `run` runs: `storeResponse` then
     // rolls `run`'s transaction back, or `run` meets the other's effect as a conflict (the e-mail

@@ -144,8 +144,51 @@ describe("idempotent replay of responses that carry a key secret", () => {
     )
     await age(25)
     const late = await owner.client.post("/api/v1/api-keys", body, { "idempotency-key": key })
-    expect(expectError(late, 409, "idempotency_key_expired").message).toContain("GET /api/v1/api-keys")
+    const expired = expectError(late, 409, "idempotency_key_expired")
+    expect(expired.message).toContain("GET /api/v1/api-keys")
+    expect(expired.type).toBe("idempotency_error")
     expect(late.text).not.toContain("sk_sandbox_")
+  })
+
+  it("replays a registration for 24 hours only, and says its key cannot be shown again", async () => {
+    const key = newIdempotencyKey()
+    const body = {
+      email: `aged-${randomBytes(4).toString("hex")}@example.com`,
+      password: "correct horse battery staple",
+      company_name: "Aged",
+      plan: "basic",
+    }
+    const anonymous = apiClient(platform.url)
+    expectOk(await anonymous.post<Registered>("/api/tenant/register", body, { "idempotency-key": key }), 201)
+    await platform.database.pool.query(
+      "update platform.idempotency_keys set created_at = now() - interval '25 hours' where idempotency_key = $1",
+      [key],
+    )
+    const late = await anonymous.post("/api/tenant/register", body, { "idempotency-key": key })
+    const expired = expectError(late, 409, "idempotency_key_expired")
+    expect(expired.message).toContain("cannot be shown again")
+    expect(expired.message).not.toContain("GET /api/v1/api-keys")
+    expect(late.text).not.toContain("sk_sandbox_")
+  })
+
+  it("replays a webhook creation after 24 hours: its request holds a secret, its response none", async () => {
+    const key = newIdempotencyKey()
+    const secret = `whsec_${randomBytes(12).toString("hex")}`
+    const body = { url: "http://127.0.0.1:9/aged-hook", events: ["payment.completed"], secret }
+    const first = await owner.client.post("/api/v1/webhooks", body, { "idempotency-key": key })
+    expectOk(first, 201)
+    const record = await storedRecordText(key)
+    // Stored as it is (it holds no secret), under a keyed fingerprint (the request holds one).
+    expect(record).toContain("aged-hook")
+    expect(record).not.toContain(secret)
+    expect(record).not.toContain("aes-256-gcm/v1")
+    const request = `webhooks.create\n${JSON.stringify({ events: body.events, secret, url: body.url })}`
+    expect(record).not.toContain(createHash("sha256").update(request).digest("hex"))
+    await platform.database.pool.query(
+      "update platform.idempotency_keys set created_at = now() - interval '25 hours' where tenant_id = $1 and idempotency_key = $2",
+      [owner.credentials.tenant_id, key],
+    )
+    expectReplay(first, await owner.client.post("/api/v1/webhooks", body, { "idempotency-key": key }))
   })
 
   it("answers a key creation's Idempotency-Key from another key of the tenant as another request (409), never with the secret", async () => {

@@ -146,7 +146,7 @@ describe("one Idempotency-Key in two processes at once", () => {
 })
 
 describe("one Idempotency-Key, one process, two operations in turn", () => {
-  it("a request that seals nothing, after one whose stored response is sealed, is a 409", async () => {
+  it("a request fingerprinted plainly, after one whose fingerprint is keyed (a webhook's), is a 409", async () => {
     const headers = { "idempotency-key": "after-sealed" }
     expectOk(
       await a.post(

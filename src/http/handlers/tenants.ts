@@ -153,7 +153,7 @@ const register = (payload: { email: string; password: string; company_name: stri
             }),
           () => conflict("email_taken", "A tenant with this e-mail address is already registered.", "email"),
         ),
-      sealer,
+      { sealer, response_carries_api_key: true },
     )
   })
 
@@ -456,7 +456,7 @@ const createKey = (payload: {
             }),
           ),
         ),
-      sealer,
+      { sealer, response_carries_api_key: true },
     )
   })
 
@@ -540,7 +540,7 @@ const rotateKey = (key_id: string, payload: { grace_period_seconds?: number | un
               "kind" in answer ? Effect.fail(rotationRefused(key_id, answer)) : Effect.succeed(answer),
           ),
         ),
-      sealer,
+      { sealer, response_carries_api_key: true },
     )
     platform.keys.forget(key_id)
     return result

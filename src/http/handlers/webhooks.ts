@@ -155,7 +155,7 @@ const create = (payload: {
               : Effect.die(error),
           ),
         ),
-      sealer,
+      { sealer, response_carries_api_key: false },
     )
   })
 
