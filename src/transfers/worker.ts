@@ -203,6 +203,35 @@ const loadRow = async (db: pg.Pool | pg.PoolClient, transfer_id: string, lock = 
   return found.rows[0] === undefined ? undefined : fromDb(found.rows[0])
 }
 
+/** The row with the outcome an earlier attempt of its settlement recorded (`settling`), if any. */
+const loadRowAndOutcome = async (db: pg.Pool, transfer_id: string) => {
+  const found = await db.query("select * from platform.chain_transfers where transfer_id = $1", [transfer_id])
+  const raw = found.rows[0]
+  if (raw === undefined) return undefined
+  return { row: fromDb(raw), recorded: (raw.settling ?? undefined) as SettlementOutcome | undefined }
+}
+
+/**
+ * Claims `failure` on a pending row that has none yet (a row in a transaction that holds its lock,
+ * or the lock its signing or broadcast takes); answers the failure the row holds now: this one, or
+ * one claimed before. Undefined when the row is settled already.
+ */
+const claimFailure = async (
+  client: pg.PoolClient,
+  transfer_id: string,
+  failure: Failure,
+): Promise<Failure | undefined> => {
+  const claimed = await client.query(
+    `update platform.chain_transfers
+        set failure_code = coalesce(failure_code, $2),
+            failure_message = case when failure_code is null then $3 else failure_message end
+      where transfer_id = $1 and status = 'pending'
+      returning *`,
+    [transfer_id, failure.code, failure.message],
+  )
+  return claimed.rows[0] === undefined ? undefined : claimedFailure(fromDb(claimed.rows[0]))
+}
+
 /** The outcome an earlier attempt of the transfer's settlement recorded with its first step. */
 const recordedOutcome = async (db: pg.Pool, transfer_id: string): Promise<SettlementOutcome | undefined> => {
   const found = await db.query<{ settling: SettlementOutcome | null }>(
@@ -362,8 +391,13 @@ export function startTransferWorker(
       }
       const signed = await signGuarded(client, locked)
       if (Result.isFailure(signed)) {
-        await client.query("rollback")
-        return { kind: "failed", ...signFailure(signed.failure) }
+        // Claimed on the row before it is settled: the refusal may not last (gas arrives, the
+        // recipient is unblocked), and a job that ran again after a crash midway through the
+        // settlement must settle this failure, never sign the transfer anew.
+        const failure = await claimFailure(client, locked.transfer_id, signFailure(signed.failure))
+        await client.query("commit")
+        assert(failure !== undefined, "the row was pending under its lock")
+        return { kind: "failed", ...failure }
       }
       const persisted = await client.query(
         `update platform.chain_transfers
@@ -442,29 +476,57 @@ export function startTransferWorker(
    */
   const broadcast = async (
     row: TransferRow & { raw_transaction: string },
-  ): Promise<Failure | "no_answer" | null> => {
-    // The first attempt is the one that records it: a second job on the same transfer (an expired
-    // job run again beside the first) finds it recorded, and takes a refusal as no proof.
-    const first_attempt =
-      row.broadcast_attempted_at === null &&
-      row.broadcast_at === null &&
-      ((
+  ): Promise<Failure | "no_answer" | "settled" | null> => {
+    // One job at a time sends a transfer's bytes, and a refusal that fails it is claimed on the row
+    // before another job may send them: were gas to arrive between a refusal and a second job's
+    // send, the bytes would land while the failure released the funds.
+    const client = await pool.connect()
+    try {
+      await client.query("begin")
+      await client.query("select pg_advisory_xact_lock(hashtextextended($1, 0))", [
+        `chain-transfer-send:${row.transfer_id}`,
+      ])
+      const current = await loadRow(client, row.transfer_id)
+      assert(current !== undefined, "a transfer row is never deleted")
+      if (current.status !== "pending" || current.failure_code !== null) {
+        await client.query("commit")
+        return current.status === "pending" ? claimedFailure(current) : "settled"
+      }
+      // The first attempt is the one that records it (committed before the bytes leave, so a crash
+      // right after sending counts): a second job on the same transfer (an expired job run again
+      // beside the first) finds it recorded, and takes a refusal as no proof.
+      const first_attempt =
+        current.broadcast_attempted_at === null &&
+        current.broadcast_at === null &&
+        ((
+          await pool.query(
+            `update platform.chain_transfers set broadcast_attempted_at = now()
+              where transfer_id = $1 and broadcast_attempted_at is null and broadcast_at is null`,
+            [row.transfer_id],
+          )
+        ).rowCount ?? 0) === 1
+      const sent = await Effect.runPromise(Effect.result(adapterOf(row).broadcast(row.raw_transaction)))
+      if (Result.isSuccess(sent)) {
         await pool.query(
-          `update platform.chain_transfers set broadcast_attempted_at = now()
-            where transfer_id = $1 and broadcast_attempted_at is null and broadcast_at is null`,
+          "update platform.chain_transfers set broadcast_at = coalesce(broadcast_at, now()) where transfer_id = $1",
           [row.transfer_id],
         )
-      ).rowCount ?? 0) === 1
-    const sent = await Effect.runPromise(Effect.result(adapterOf(row).broadcast(row.raw_transaction)))
-    if (Result.isSuccess(sent)) {
-      await pool.query(
-        "update platform.chain_transfers set broadcast_at = coalesce(broadcast_at, now()) where transfer_id = $1",
-        [row.transfer_id],
-      )
-      return null
+        await client.query("commit")
+        return null
+      }
+      if (!first_attempt && sent.failure._tag !== "TransactionExpired") {
+        await client.query("commit")
+        return "no_answer"
+      }
+      const failure = await claimFailure(client, row.transfer_id, refusalFailure(sent.failure))
+      await client.query("commit")
+      return failure ?? "settled"
+    } catch (error) {
+      await client.query("rollback").catch(() => {})
+      throw error
+    } finally {
+      client.release()
     }
-    if (!first_attempt && sent.failure._tag !== "TransactionExpired") return "no_answer"
-    return refusalFailure(sent.failure)
   }
 
   const refusalFailure = (
@@ -769,11 +831,17 @@ export function startTransferWorker(
   }
 
   const advance = async (transfer_id: string): Promise<"settled" | "waiting"> => {
-    const loaded = await loadRow(pool, transfer_id)
-    if (loaded === undefined || loaded.status !== "pending") return "settled"
+    const found = await loadRowAndOutcome(pool, transfer_id)
+    if (found === undefined || found.row.status !== "pending") return "settled"
+    const loaded = found.row
     if (loaded.failure_code !== null) {
-      // Its failure was claimed (given up, or its chain ended) and not settled yet: settle it.
+      // Its failure was claimed (refused, given up, or its chain ended) and not settled yet: settle it.
       await fail(loaded, claimedFailure(loaded))
+      return "settled"
+    }
+    if (found.recorded !== undefined) {
+      // A settlement whose first step committed is decided: finish it, and leave the chain alone.
+      await settle(loaded, found.recorded)
       return "settled"
     }
     const signed =
@@ -800,6 +868,7 @@ export function startTransferWorker(
     if (status.status === "dropped") {
       await options.beforeBroadcast?.(row)
       const refused = await broadcast({ ...row, raw_transaction: row.raw_transaction })
+      if (refused === "settled") return "settled"
       // Bytes that may be out there: counted as a poll that found nothing, so the transfer times
       // out (EVM: is replaced first) rather than fails now.
       if (refused === "no_answer") return await countPoll(row, status)

@@ -132,12 +132,12 @@ const withoutAutomine = async <A>(body: () => Promise<A>): Promise<A> => {
 /** A transfer's budget before replacement, in polls (200 ms apart). */
 const short_poll_count_max = 5
 
-const startWorker = (routes: ChainRoutes, options: TransferWorkerOptions) =>
+const startWorker = (routes: ChainRoutes, options: TransferWorkerOptions, writer = harness.writer) =>
   startTransferWorker(
     {
       pool: db.pool,
       boss: harness.boss,
-      writer: harness.writer,
+      writer,
       routes,
       signingKey: harness.signingKey,
     },
@@ -149,8 +149,9 @@ const withWorker = async <A>(
   body: () => Promise<A>,
   routes = harness.routes,
   options: TransferWorkerOptions = {},
+  writer = harness.writer,
 ): Promise<A> => {
-  const worker: TransferWorker = await startWorker(routes, options)
+  const worker: TransferWorker = await startWorker(routes, options, writer)
   try {
     return await body()
   } finally {
@@ -779,6 +780,72 @@ describe("on-chain transfers (EVM)", () => {
     ])
     const payer = await account(walletAccountId(wallet.wallet_id, asset))
     expect(payer.debits_pending).toBe(0n)
+  })
+
+  /**
+   * The harness's writer, except that the void of `transfer_id`'s amount fails once, as when the
+   * database connection drops (or the process dies) after the fee's void committed with the
+   * outcome; `meanwhile` runs first.
+   */
+  const interruptedBeforeAmountVoid = (transfer_id: string, meanwhile: () => Promise<unknown>) => {
+    const { void_amount } = ledgerIds(transfer_id)
+    const interrupted = { done: false }
+    const writer: typeof harness.writer = {
+      ...harness.writer,
+      execute: (ledger, command, context) => {
+        if (interrupted.done || !("transfer_id" in command) || command.transfer_id !== void_amount)
+          return harness.writer.execute(ledger, command, context)
+        interrupted.done = true
+        return Effect.promise(meanwhile).pipe(Effect.andThen(Effect.die(new Error("connection lost"))))
+      },
+    }
+    return { writer, interrupted }
+  }
+
+  it("never signs a transfer whose signing was refused once its settlement began, though the refusal clears before the retry", async () => {
+    // Tenant 2's wallets are not anvil dev accounts: no ETH, so signing is refused insufficient_gas.
+    const wallet = await fundedWallet(0, 2)
+    const recipient = testWallet(44).address
+    const requested = await request(wallet, recipient, 2_000_000n)
+    // Gas arrives while the settlement of the refusal is interrupted.
+    const { writer, interrupted } = interruptedBeforeAmountVoid(requested.transfer_id, () =>
+      node.setBalance(wallet.address, 10n ** 19n),
+    )
+    const row = await withWorker(() => settled(requested.transfer_id), harness.routes, {}, writer)
+    expect(interrupted.done).toBe(true)
+    expect(row).toMatchObject({ status: "failed", failure_code: "insufficient_gas", tx_hash: null })
+    expect(await tokenBalance(recipient)).toBe(0n)
+    const payer = await account(walletAccountId(wallet.wallet_id, asset))
+    expect(payer.credits_posted - payer.debits_posted - payer.debits_pending).toBe(funding)
+  })
+
+  it("never sends again bytes whose first broadcast was refused once its settlement began, though gas arrives before the retry", async () => {
+    const wallet = await fundedWallet(45)
+    await node.setBalance(wallet.address, 10n ** 19n)
+    const recipient = testWallet(46).address
+    const requested = await request(wallet, recipient, 2_000_000n)
+    const { writer, interrupted } = interruptedBeforeAmountVoid(requested.transfer_id, () =>
+      node.setBalance(wallet.address, 10n ** 19n),
+    )
+    const row = await withWorker(
+      () => settled(requested.transfer_id),
+      harness.routes,
+      {
+        // Signed while the sender had gas; the node refuses the first broadcast: it has none now.
+        beforeBroadcast: async (current) => {
+          if (current.transfer_id === requested.transfer_id && !interrupted.done)
+            await node.setBalance(wallet.address, 0n)
+        },
+      },
+      writer,
+    )
+    expect(interrupted.done).toBe(true)
+    expect(row).toMatchObject({ status: "failed", failure_code: "insufficient_gas" })
+    expect(row.tx_hash).not.toBeNull()
+    expect(await tokenBalance(recipient)).toBe(0n)
+    expect(await chain().getTransactionCount({ address: wallet.address as Address })).toBe(0)
+    const payer = await account(walletAccountId(wallet.wallet_id, asset))
+    expect(payer.credits_posted - payer.debits_posted - payer.debits_pending).toBe(funding)
   })
 
   it("keeps a signed transfer's job going past the queue's retries while its node fails, and completes it when the node answers", async () => {
