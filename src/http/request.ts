@@ -230,11 +230,20 @@ const connection_errnos = new Set([
 const isConnectionSqlState = (code: string) => code.startsWith("08") || /^57P0[123]$/.test(code)
 
 /**
+ * An error of an HTTP client (fetch, viem, axios): a chain's node out of reach, never the database,
+ * which is reached over its own protocol. Its causes (a refused connection) are not looked into.
+ */
+const isHttpClientError = (error: Error): boolean =>
+  (error instanceof TypeError && error.message === "fetch failed") ||
+  "shortMessage" in error ||
+  (error as { readonly isAxiosError?: unknown }).isAxiosError === true
+
+/**
  * What failed when `error` (or an error it wraps) is the database being out of reach; undefined
  * for anything else. Such a request is answered 503 rather than as a defect of ours (500).
  */
-const databaseUnreachable = (error: unknown, depth = 0): string | undefined => {
-  if (!(error instanceof Error) || depth > 3) return undefined
+export const databaseUnreachable = (error: unknown, depth = 0): string | undefined => {
+  if (!(error instanceof Error) || depth > 3 || isHttpClientError(error)) return undefined
   const code = (error as { readonly code?: unknown }).code
   if (
     (typeof code === "string" && (connection_errnos.has(code) || isConnectionSqlState(code))) ||

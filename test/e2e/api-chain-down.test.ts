@@ -4,9 +4,11 @@
 // reconciliation run answers 200 with the healthy chain reconciled afresh and the dead one
 // `unavailable`. The faucet's retries on the healthy chain mint once: reconciliation stays matched.
 // A node that is alive but stops answering (SIGSTOP) holds the faucet no longer than its deadline.
+// An on-chain transfer's verification answers 503 `chain_unavailable` while its node is down or
+// hung (within 10 s), and a new transfer is accepted (the on-chain balance check lets it through).
 import { execFileSync } from "node:child_process"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import type { Balance, ReconciliationReport, Wallet } from "../../src/http/api.ts"
+import type { Balance, ChainTransfer, ReconciliationReport, Wallet } from "../../src/http/api.ts"
 import { expectOk } from "../support/api-expect.ts"
 import {
   type ApiClient,
@@ -22,6 +24,7 @@ let client: ApiClient
 let ethereum: typeof Wallet.Type
 let avalanche: typeof Wallet.Type
 let polygon: typeof Wallet.Type
+let arbitrum: typeof Wallet.Type
 
 /** The rpc_url the platform logged for `chain`'s anvil. */
 const sandboxRpcUrl = (output: string, chain: string): string => {
@@ -69,7 +72,7 @@ const report = (reports: ReadonlyArray<Report>, chain: string) => {
 
 beforeAll(async () => {
   platform = await startPlatform({
-    SANDBOX_EVM_CHAINS: "ethereum,avalanche,polygon",
+    SANDBOX_EVM_CHAINS: "ethereum,avalanche,polygon,arbitrum",
     RECONCILIATION_INTERVAL_SECONDS: "3600",
     LOG_LEVEL: "info",
   })
@@ -82,6 +85,7 @@ beforeAll(async () => {
   ethereum = await wallet("ethereum")
   avalanche = await wallet("avalanche")
   polygon = await wallet("polygon")
+  arbitrum = await wallet("arbitrum")
 }, 120_000)
 
 afterAll(async () => {
@@ -143,6 +147,51 @@ describe("one chain's node down", () => {
     } finally {
       process.kill(pid, "SIGKILL")
     }
+  }, 120_000)
+
+  it("transfers: verify answers 503 chain_unavailable while the node hangs or is dead; a new transfer is accepted", async () => {
+    expectOk(await faucet(arbitrum.wallet_id, "arb-1"))
+    const transfer = (to_address: string) =>
+      client.post<typeof ChainTransfer.Type>("/api/v2/transfers", {
+        from_wallet: arbitrum.wallet_id,
+        to_address,
+        amount: "0.10",
+        token: "USDC",
+        chain: "arbitrum",
+      })
+    const sent = expectOk(await transfer("0x1111111111111111111111111111111111111111"), 202)
+    const deadline = Date.now() + 60_000
+    let status = sent.status
+    while (status === "pending" && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      status = expectOk(
+        await client.get<typeof ChainTransfer.Type>(`/api/v2/transfers/${sent.transaction_id}`),
+      ).status
+    }
+    expect(status).toBe("completed")
+    const verify = () => client.get(`/api/v1/transactions/${sent.transaction_id}/verify`)
+    expect(expectOk(await verify())).toMatchObject({ matches: true })
+    const pid = chainProcess("arbitrum")
+    process.kill(pid, "SIGSTOP")
+    try {
+      const started = Date.now()
+      const hung = await verify()
+      const waited_ms = Date.now() - started
+      expect(hung.status).toBe(503)
+      expect(hung.body).toMatchObject({ error: { code: "chain_unavailable" } })
+      expect(hung.headers.get("retry-after")).toBe("5")
+      expect(waited_ms).toBeGreaterThanOrEqual(9_000)
+      expect(waited_ms).toBeLessThan(20_000)
+    } finally {
+      process.kill(pid, "SIGCONT")
+    }
+    await killChain("arbitrum")
+    const dead = await verify()
+    expect(dead.status).toBe(503)
+    // The chain's node, not the database (whose refused connection it resembles).
+    expect(dead.body).toMatchObject({ error: { code: "chain_unavailable" } })
+    // The balance read fails at once; it lets the transfer through, as a slow one does.
+    expectOk(await transfer("0x2222222222222222222222222222222222222222"), 202)
   }, 120_000)
 
   it("reconciliation: 200, the healthy chain reconciled, the dead one unavailable", async () => {

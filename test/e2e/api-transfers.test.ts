@@ -700,6 +700,24 @@ describe("GET /api/v1/transactions/{id}/verify", () => {
       "never_broadcast",
     )
     expect(refused.message).toContain("before it was broadcast")
+    // Signed, then failed before any node was handed the bytes (a blockhash that expired, the
+    // sandbox's chains started anew): nothing is on chain either. Written as such a row is left.
+    const db = new pg.Client({ connectionString: platform.database.url })
+    await db.connect()
+    try {
+      await db.query(
+        `update platform.chain_transfers set tx_hash = $2, raw_transaction = '0x00', nonce = 0, signed_at = now()
+          where transfer_id = $1 and broadcast_attempted_at is null and broadcast_at is null`,
+        [requested.transaction_id, `0x${"ab".repeat(32)}`],
+      )
+    } finally {
+      await db.end()
+    }
+    expectError(
+      await client.get(`/api/v1/transactions/${requested.transaction_id}/verify`),
+      422,
+      "never_broadcast",
+    )
   })
 
   it("answers 422 not_on_chain for a social payment and 404 for an unknown or another tenant's id", async () => {

@@ -5,7 +5,7 @@
  * confirms and settles it, and `payment.completed` / `payment.failed` tell the tenant.
  */
 import { isOffCurveAddress, address as solanaAddress } from "@solana/kit"
-import { Effect } from "effect"
+import { Cause, Effect } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import type pg from "pg"
@@ -281,7 +281,11 @@ const refuseOnChainShortfall = (
     const held = yield* adapter.balance(wallet.address, { kind: "token", contract: token.contract }).pipe(
       Effect.map((balance): bigint | undefined => balance),
       Effect.timeoutOrElse({ duration: balance_read_deadline_ms, orElse: () => Effect.succeed(undefined) }),
-      Effect.orElseSucceed(() => undefined),
+      // A node that fails (refuses connections, errs) lets the request through like one that is
+      // slow: the adapters' node errors are defects, not typed failures.
+      Effect.catchCause((cause) =>
+        Cause.hasInterruptsOnly(cause) ? Effect.interrupt : Effect.succeed(undefined),
+      ),
     )
     if (held === undefined) return
     if (held - sending >= amount) return
@@ -506,7 +510,11 @@ const verifyTransaction = (transaction_id: string) =>
       )
     }
     const row = fromDb(stored)
-    if (row.tx_hash === null && row.status === "failed") {
+    // Signed but never handed to a node (dropped before its broadcast: a blockhash that expired,
+    // the sandbox's chains started anew) is never broadcast too.
+    const never_sent =
+      row.tx_hash === null || (row.broadcast_attempted_at === null && row.broadcast_at === null)
+    if (row.status === "failed" && never_sent) {
       return yield* unprocessable(
         "never_broadcast",
         `Transaction ${transaction_id} failed (${row.failure_code}) before it was broadcast; nothing was sent to ${row.chain}, so there is nothing on chain to verify.`,
@@ -528,8 +536,33 @@ const verifyTransaction = (transaction_id: string) =>
         "transaction_id",
       )
     }
-    return yield* verifyTransfer(running, row)
+    return yield* verifyTransfer(running, row).pipe(
+      Effect.timeoutOrElse({
+        duration: verify_read_deadline_ms,
+        orElse: () => Effect.die(new Error(`no answer within ${verify_read_deadline_ms} ms`)),
+      }),
+      Effect.catchCause((cause) =>
+        Cause.hasInterruptsOnly(cause)
+          ? Effect.interrupt
+          : Effect.logWarning("verify: the chain could not be read", Cause.pretty(cause)).pipe(
+              Effect.annotateLogs({ chain: row.chain, environment: row.environment, transaction_id }),
+              Effect.andThen(
+                Effect.fail(
+                  new ApiError({
+                    status: 503,
+                    code: "chain_unavailable",
+                    message: `The ${row.chain} chain cannot be read just now to verify transaction ${transaction_id}; retry later.`,
+                    headers: { "retry-after": "5" },
+                  }),
+                ),
+              ),
+            ),
+      ),
+    )
   })
+
+/** How long a verification may wait for its chain's node; past it, 503 `chain_unavailable`. */
+const verify_read_deadline_ms = 10_000
 
 export const TransfersHandlers = HttpApiBuilder.group(PlatformApi, "transfers", (handlers) =>
   Effect.succeed(
