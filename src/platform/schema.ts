@@ -2,7 +2,8 @@
  * The platform's own tables (schema `platform`): tenants and their credentials, wallets, social
  * identities, payments and stored idempotent responses. Money itself lives in the ledger's events;
  * these tables hold what the API needs around it. Ids compare byte by byte (`collate "C"`): they are
- * opaque and time-ordered (UUID v7 inside a readable prefix), so listing by id lists by creation.
+ * opaque and time-ordered (UUID v7 inside a readable prefix), so listing by id lists by creation
+ * time; the lists kept oldest first (wallets, identities) are ordered by commit instead (see 306).
  */
 import type { Migration } from "../db/migrate.ts"
 
@@ -178,6 +179,28 @@ alter table platform.idempotency_keys alter column response_body type json using
       "E'\\u1c80\\u1c81\\u1c82\\u1c83\\u1c84\\u1c85\\u1c86\\u1c87\\u1c88\\ufb05'",
       "E'\\u0432\\u0434\\u043e\\u0441\\u0442\\u0442\\u044a\\u0463\\ua64b\\ufb06'",
     ),
+  },
+  {
+    version: 306,
+    name: "identities listed in the order their links committed",
+    // An id is made before its transaction commits, so listing by id let a client that pages on
+    // from the last id it saw miss an identity committed after a later id was listed. A position
+    // taken from a per-tenant counter (its row locked until the link commits) follows commit order;
+    // wallets have theirs already (derivation_index). Existing identities keep their id order.
+    sql: `
+alter table platform.tenant_environments add column next_identity_position bigint not null default 0;
+alter table platform.identities add column list_position bigint;
+update platform.identities i set list_position = ranked.position
+  from (select identity_id,
+               row_number() over (partition by tenant_id, environment order by identity_id) - 1 as position
+          from platform.identities) ranked
+ where ranked.identity_id = i.identity_id;
+update platform.tenant_environments t set next_identity_position = counted.n
+  from (select tenant_id, environment, count(*) as n from platform.identities group by tenant_id, environment) counted
+ where counted.tenant_id = t.tenant_id and counted.environment = t.environment;
+alter table platform.identities alter column list_position set not null;
+create unique index identities_list_position on platform.identities (tenant_id, environment, list_position);
+`,
   },
 ]
 

@@ -161,8 +161,10 @@ export const listWallets = async (
   const found = await pool.query<WalletRow>(
     `select ${walletColumns} from platform.wallets
       where tenant_id = $1 and environment = $2 and ($3::text is null or external_id = $3)
-        and ($4::text is null or wallet_id > $4)
-      order by wallet_id limit $5`,
+        and ($4::text is null or derivation_index > (
+              select derivation_index from platform.wallets
+               where tenant_id = $1 and environment = $2 and wallet_id = $4))
+      order by derivation_index limit $5`,
     [tenant_id, environment, filter.external_id ?? null, filter.starting_after ?? null, filter.limit + 1],
   )
   const fallback = await defaultWalletId(pool, tenant_id, environment)

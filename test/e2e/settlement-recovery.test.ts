@@ -97,8 +97,12 @@ const postThenDie = async (transaction_id: string, to_wallet_id: string) => {
 /** An identity row as the link endpoint leaves it. */
 const identity = (id: string, value: string, wallet_id: string) =>
   platform.database.pool.query(
-    `insert into platform.identities (identity_id, tenant_id, environment, kind, value, wallet_id, linked_at, unlinked_at)
-     values ($1, $2, 'sandbox', 'phone', $3, $4, now(), null)`,
+    `with position as (
+       update platform.tenant_environments set next_identity_position = next_identity_position + 1
+        where tenant_id = $2 and environment = 'sandbox'
+       returning next_identity_position - 1 as list_position)
+     insert into platform.identities (identity_id, tenant_id, environment, kind, value, wallet_id, linked_at, unlinked_at, list_position)
+     select $1, $2, 'sandbox', 'phone', $3, $4, now(), null, list_position from position`,
     [id, tenant_id, value, wallet_id],
   )
 /** The unlink endpoint's statement (a row lock until `db` commits). */

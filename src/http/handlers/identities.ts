@@ -58,9 +58,17 @@ const link = (payload: { wallet_id: string; kind: string; value: string }) =>
       dbUnique(
         () =>
           inTransaction(platform.pool, async (client) => {
+            // Its list position from the tenant's counter, whose row stays locked until the link
+            // commits: positions follow commit order, so a client paging on from the last identity
+            // it listed never misses one committed later (ids are made before their commit).
             const inserted = await client.query<IdentityRow>(
-              `insert into platform.identities (identity_id, tenant_id, environment, kind, value, wallet_id, linked_at)
-               values ($1, $2, $3, $4, $5, $6, now()) returning ${columns}`,
+              `with position as (
+                 update platform.tenant_environments set next_identity_position = next_identity_position + 1
+                  where tenant_id = $2 and environment = $3
+                 returning next_identity_position - 1 as list_position)
+               insert into platform.identities (identity_id, tenant_id, environment, kind, value, wallet_id, linked_at, list_position)
+               select $1, $2, $3, $4, $5, $6, now(), list_position from position
+               returning ${columns}`,
               [
                 newId(idPrefixes.identity),
                 caller.tenant_id,
@@ -183,8 +191,10 @@ const list = (query: {
       pool.query<IdentityRow>(
         `select ${columns} from platform.identities
           where tenant_id = $1 and environment = $2 and ($3::text is null or wallet_id = $3)
-            and ($4::text is null or identity_id > $4)
-          order by identity_id limit $5`,
+            and ($4::text is null or list_position > (
+                  select list_position from platform.identities
+                   where tenant_id = $1 and environment = $2 and identity_id = $4))
+          order by list_position limit $5`,
         [caller.tenant_id, caller.environment, query.wallet_id ?? null, starting_after ?? null, limit + 1],
       ),
     )
