@@ -102,13 +102,15 @@ const transferSpec: fc.Arbitrary<TransferSpec> = fc
     accounts: accountPair,
     amount,
     pending,
+    // Small pools: a retry that repeats them (a no-op) and one that does not (refused) both occur,
+    // also against compacted records, whose digests must cover these fields too.
+    code: fc.constantFrom(1, 2),
+    user_data: fc.constantFrom(null, "a", "b"),
   })
   .map(({ pending: reserve, accounts: [debit_account_id, credit_account_id], ...fields }) => ({
     ...fields,
     debit_account_id,
     credit_account_id,
-    code: 1,
-    user_data: null,
     ...(reserve === undefined ? {} : { pending: reserve }),
   }))
 
