@@ -431,6 +431,15 @@ export function startDepositWatcher(
     const head = await run(watched.adapter.blockNumber())
     const stored = await readCursor(db, watched)
     const cursor = minBig(stored ?? maxBig(0n, head - firstScanBlocks(watched) + 1n), head + 1n)
+    // A chain's first scan is anchored at its first attempt: were its reads to fail for a while,
+    // the window would otherwise slide up with the head, past deposits made meanwhile.
+    if (stored === undefined) {
+      await db.query(
+        `insert into platform.chain_deposit_cursors (environment, chain, next_block) values ($1, $2, $3)
+         on conflict (environment, chain) do nothing`,
+        [watched.environment, watched.chain, cursor.toString()],
+      )
+    }
     const from = maxBig(0n, cursor - depth)
     const to = minBig(head, from + scanBlocksMax(watched) - 1n)
     // A range the node cannot read now (a defect; a too-wide one was halved already) holds up no

@@ -374,6 +374,46 @@ describe("deposits (EVM)", () => {
     expect(await balanceOf(wallet.wallet_id)).toBe(3_000_000n)
   })
 
+  it("anchors a chain's first scan at its first attempt: a deposit made while the first reads fail is credited once they work", async () => {
+    // Production has no cursor yet in this database: its first scan starts 3 blocks below the head.
+    await db.pool.query(
+      "insert into platform.tenant_environments (tenant_id, environment) values ($1, 'production')",
+      [tenant_id],
+    )
+    const { address } = testWallet(8, 3)
+    const wallet_id = "wal_deposit_first_scan"
+    await db.pool.query(
+      `insert into platform.wallets
+         (wallet_id, tenant_id, environment, chain, address, derivation_index, external_id, label, created_at)
+       values ($1, $2, 'production', 'ethereum', $3, 8, $1, 'deposits', now())`,
+      [wallet_id, tenant_id, address],
+    )
+    await deposit(address, 4_000_000n)
+    const production: WatchedChain = { ...watched, environment: "production" }
+    const watcherOver = (chain: WatchedChain) =>
+      startDepositWatcher(
+        { pool: db.pool, writer, chains: [chain] },
+        { interval_ms: null, first_scan_blocks: 3n, onError: () => {} },
+      )
+    const failing = watcherOver({
+      ...production,
+      adapter: { ...adapter, incomingTransfers: () => Effect.die(new Error("range read timed out")) },
+    })
+    expect((await failing.scanOnce())[0]).toMatchObject({ outcome: "scanned", blocks: null })
+    // The node fails for longer than the first scan's window.
+    await mine(10)
+    const healthy = watcherOver(production)
+    for (let scan = 0; scan < 5; scan++) {
+      await healthy.scanOnce()
+      await mine(1)
+    }
+    const credited = await db.pool.query<{ status: string; amount: string }>(
+      "select status, amount::text from platform.chain_deposits where wallet_id = $1",
+      [wallet_id],
+    )
+    expect(credited.rows).toEqual([{ status: "credited", amount: "4000000" }])
+  })
+
   it("skips transfers from an ignored sender (the sandbox faucet's mints)", async () => {
     const wallet = await custodyWallet(5)
     const watcher = newWatcher()
