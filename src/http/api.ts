@@ -764,11 +764,12 @@ export const ReconciliationReport = Schema.Struct({
   token: Schema.String,
   status: Schema.Literals(["matched", "in_flight", "drift", "unavailable"]),
   ledger_balance: Schema.String,
-  on_chain_balance: Schema.String,
+  /** Null (with `difference` and `drift`) only while `unavailable` before any complete read. */
+  on_chain_balance: Schema.NullOr(Schema.String),
   pending_outgoing: Schema.String,
   pending_incoming: Schema.String,
-  difference: Schema.String,
-  drift: Schema.String,
+  difference: Schema.NullOr(Schema.String),
+  drift: Schema.NullOr(Schema.String),
   accounts: Schema.Array(
     Schema.Struct({
       account_id: Schema.NullOr(Schema.String),
@@ -794,8 +795,9 @@ const reconciliationDescription =
   '(on chain minus ledger) while money is in flight: status "in_flight". Anything they do not explain is ' +
   '`drift` (status "drift", found on two reads a second apart), with `drift_since`. `accounts` lists every ' +
   "ledger account and custody address of the group with both balances. A chain whose node cannot be read " +
-  'is reported with status "unavailable" and its `error`; its on-chain figures and accounts are those of the ' +
-  "last successful read, and `last_matched_at` says when the group last matched."
+  'is reported with status "unavailable" and its `error`; its figures and accounts are those of the ' +
+  "last complete read (`on_chain_balance`, `difference` and `drift` null when there was none), and " +
+  "`last_matched_at` says when the group last matched."
 
 export class ReconciliationApi extends HttpApiGroup.make("reconciliation")
   .add(

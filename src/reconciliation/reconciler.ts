@@ -64,7 +64,7 @@ export interface ReconciliationAccount {
  */
 export type ReportStatus = ReconciliationOutcome["status"] | "unavailable"
 
-export interface ReconciliationReport extends Omit<ReconciliationOutcome, "status"> {
+export interface ReconciliationReport extends Omit<ReconciliationOutcome, "status" | "difference" | "drift"> {
   readonly status: ReportStatus
   readonly tenant_id: string
   readonly environment: Environment
@@ -72,7 +72,13 @@ export interface ReconciliationReport extends Omit<ReconciliationOutcome, "statu
   readonly token: TokenSymbol
   readonly decimals: number
   readonly ledger_balance: bigint
-  readonly on_chain_balance: bigint
+  /**
+   * What the custody addresses hold, and the outcome's figures: null only in an `unavailable`
+   * report of a group never read completely (there is no on-chain side to show).
+   */
+  readonly on_chain_balance: bigint | null
+  readonly difference: bigint | null
+  readonly drift: bigint | null
   readonly pending_outgoing: bigint
   readonly pending_incoming: bigint
   readonly accounts: ReadonlyArray<ReconciliationAccount>
@@ -278,9 +284,10 @@ const readGroup = async (
     return {
       ...common,
       status: "unavailable",
-      on_chain_balance: 0n,
-      difference: 0n,
-      drift: 0n,
+      // Stored as null, unless an earlier complete read's figures are kept (see storeReport).
+      on_chain_balance: null,
+      difference: null,
+      drift: null,
       error: chain_side.error,
     }
   }
@@ -348,11 +355,11 @@ const storeReport = async (pool: pg.Pool, report: ReconciliationReport): Promise
       report.decimals,
       report.status,
       report.ledger_balance.toString(),
-      report.on_chain_balance.toString(),
+      report.on_chain_balance?.toString() ?? null,
       report.pending_outgoing.toString(),
       report.pending_incoming.toString(),
-      report.difference.toString(),
-      report.drift.toString(),
+      report.difference?.toString() ?? null,
+      report.drift?.toString() ?? null,
       JSON.stringify(
         report.accounts.map((account) => ({
           ...account,
@@ -511,11 +518,11 @@ const fromStoredRow = (row: pg.QueryResultRow): StoredReport => ({
   decimals: row.token_decimals,
   status: row.status,
   ledger_balance: BigInt(row.ledger_balance),
-  on_chain_balance: BigInt(row.on_chain_balance),
+  on_chain_balance: optionalBigint(row.on_chain_balance),
   pending_outgoing: BigInt(row.pending_outgoing),
   pending_incoming: BigInt(row.pending_incoming),
-  difference: BigInt(row.difference),
-  drift: BigInt(row.drift),
+  difference: optionalBigint(row.difference),
+  drift: optionalBigint(row.drift),
   accounts: (row.accounts as ReadonlyArray<Record<string, unknown>>).map((account) => ({
     account_id: account.account_id as string | null,
     kind: account.kind as string,
@@ -552,11 +559,11 @@ export const toReportView = (report: StoredReport) => {
     token: report.token,
     status: report.status,
     ledger_balance: amount(report.ledger_balance),
-    on_chain_balance: amount(report.on_chain_balance),
+    on_chain_balance: report.on_chain_balance === null ? null : amount(report.on_chain_balance),
     pending_outgoing: amount(report.pending_outgoing),
     pending_incoming: amount(report.pending_incoming),
-    difference: amount(report.difference),
-    drift: amount(report.drift),
+    difference: report.difference === null ? null : amount(report.difference),
+    drift: report.drift === null ? null : amount(report.drift),
     accounts: report.accounts.map((account) => ({
       account_id: account.account_id,
       kind: account.kind,

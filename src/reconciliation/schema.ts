@@ -44,4 +44,18 @@ alter table platform.reconciliation_reports
   add column last_matched_at timestamptz;
 update platform.reconciliation_reports set last_matched_at = checked_at where status = 'matched';`,
   },
+  {
+    version: 522,
+    name: "reconciliation reports: no on-chain figures before the first complete read",
+    // An `unavailable` report of a group never read completely has no on-chain side to show: its
+    // on-chain balance, difference and drift are null (they read 0, beside a real ledger balance).
+    sql: `
+alter table platform.reconciliation_reports
+  alter column on_chain_balance drop not null,
+  alter column difference drop not null,
+  alter column drift drop not null,
+  add constraint reconciliation_reports_unread_check
+    check ((on_chain_balance is null) = (difference is null) and (difference is null) = (drift is null)
+           and (on_chain_balance is not null or status = 'unavailable'));`,
+  },
 ]

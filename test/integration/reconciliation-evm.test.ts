@@ -70,7 +70,10 @@ const reconcile = async (faucet_mints?: MintTally) => {
     recheck_delay_ms: 50,
   })
   expect(reports).toHaveLength(1)
-  return reports[0] as (typeof reports)[number]
+  // The chain is up here: every report is of a complete read, with its on-chain side.
+  const report = reports[0] as (typeof reports)[number]
+  expect(report.on_chain_balance, "a complete read").not.toBeNull()
+  return report as typeof report & { on_chain_balance: bigint; difference: bigint; drift: bigint }
 }
 
 const rpc = (method: string, params: ReadonlyArray<unknown> = []) => node.rpc(method, params)

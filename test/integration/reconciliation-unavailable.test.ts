@@ -1,7 +1,8 @@
 // Proves that one chain whose node cannot be read does not stop reconciliation: with a tenant on two
 // local anvil chains, both are matched; once one anvil is stopped, a run still reconciles the other
 // (drift minted behind the platform's back is found there) and reports the stopped one `unavailable`
-// with the error, its last on-chain figures and when it last matched, instead of failing.
+// with the error, its last on-chain figures and when it last matched, instead of failing; a chain
+// never read completely has no on-chain figures (null) to show.
 import * as net from "node:net"
 import type { Address } from "viem"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -198,6 +199,23 @@ describe("reconciliation with one chain down", () => {
       ])
       // The second group took the first's verdict: the node got one request, not one per group.
       expect(requests).toBe(1)
+      // Never read completely: no on-chain side to show (0 would read as a real shortfall).
+      for (const report of polygon) {
+        expect(report).toMatchObject({
+          ledger_balance: 0n,
+          on_chain_balance: null,
+          difference: null,
+          drift: null,
+        })
+      }
+      const stored = byChain(await storedReports(db.pool, tenant_id, "sandbox"), "polygon")
+      expect(toReportView(stored)).toMatchObject({
+        status: "unavailable",
+        ledger_balance: "0.00",
+        on_chain_balance: null,
+        difference: null,
+        drift: null,
+      })
     } finally {
       running.delete("polygon")
       for (const socket of sockets) socket.destroy()
