@@ -2,6 +2,12 @@
  * The Solana transport over JSON-RPC (@solana/kit's `createSolanaRpc`), for real clusters: configured
  * by URL. Not exercised by the tests (no Solana validator runs here); the LiteSVM transport is.
  *
+ * `getSignaturesForAddress` pages an address's history from its newest signature back, or from
+ * just below a signature it is named, never from a slot: `transactionsOf` starts at the lowest
+ * finalized signature above its range that an earlier read passed (`history-anchors.ts`), so only
+ * a first read of an old range pages through the history newer than it, a bounded number of pages
+ * per read, each read going on from where the one before stopped.
+ *
  * Reads use the `confirmed` commitment: `processed` slots may still be skipped. A transaction is sent
  * with preflight, so one that would fail is refused before it lands (`rejected`, no fee paid) rather
  * than landing as failed, as it does on LiteSVM.
@@ -22,20 +28,27 @@ import {
   SOLANA_ERROR__TRANSACTION_ERROR__INSUFFICIENT_FUNDS_FOR_FEE,
   type TransactionMessageBytesBase64,
 } from "@solana/kit"
+import { historyAnchors } from "../history-anchors.ts"
 import type { LandedTransaction, SendOutcome, SolanaTransport } from "./transport.ts"
 
 const commitment = "confirmed" as const
 /** `getSignaturesForAddress` answers at most this many signatures per page. */
 const signatures_page_size = 1_000
-/** Pages read backwards from the newest signature before giving up on reaching `from_slot`. */
-const signatures_page_count_max = 20
+/**
+ * Pages of signatures newer than its range one `transactionsOf` reads at most (20,000 signatures),
+ * before it fails; the pages it read are remembered, so the next read goes on.
+ */
+const newer_page_count_max = 20
 
 /**
  * A transport for the cluster at `rpc_url`.
  * @example const transport = makeRpcTransport("https://api.mainnet-beta.solana.com")
  */
-export function makeRpcTransport(rpc_url: string): SolanaTransport {
-  const rpc = createSolanaRpc(rpc_url)
+export function makeRpcTransport(
+  rpc_url: string,
+  /** The RPC client; tests give one that answers like a cluster. */
+  rpc: ReturnType<typeof createSolanaRpc> = createSolanaRpc(rpc_url),
+): SolanaTransport {
   const base64 = getBase64Decoder()
   const toBase64 = (bytes: Uint8Array) => base64.decode(bytes)
   const fromBase64 = (text: string) => Uint8Array.from(getBase64Encoder().encode(text))
@@ -107,11 +120,19 @@ export function makeRpcTransport(rpc_url: string): SolanaTransport {
     }
   }
 
-  /** Pages backwards from the newest signature to `from_slot`, then reads each transaction. */
+  /** Finalized signatures reads passed, one a page: where a later read of an older range starts. */
+  const anchors = historyAnchors<Signature>()
+
+  /**
+   * Pages backwards from just above `to_slot` (the lowest finalized signature above it that a read
+   * passed, else the newest) to `from_slot`, stopping once it has more than `limit`, then reads each
+   * transaction. At most `newer_page_count_max` pages newer than the range: past them it fails, and
+   * the next read goes on from where this one stopped.
+   */
   const transactionsOf = async (address: Address, from_slot: bigint, to_slot: bigint, limit: number) => {
     const signatures: Array<Signature> = []
-    let before: Signature | undefined
-    for (let page = 0; page < signatures_page_count_max; page++) {
+    let before = anchors.above(address, to_slot)
+    for (let newer_pages = 0; ; ) {
       const config =
         before === undefined
           ? { commitment, limit: signatures_page_size }
@@ -122,10 +143,16 @@ export function makeRpcTransport(rpc_url: string): SolanaTransport {
           signatures.push(entry.signature)
       }
       const last = found.at(-1)
-      if (last === undefined || last.slot < from_slot || found.length < signatures_page_size) break
+      if (last === undefined) break
+      // A signature a fork dropped would make the node answer an empty history below it.
+      if (last.confirmationStatus === "finalized") anchors.remember(address, last.slot, last.signature)
+      if (last.slot < from_slot || found.length < signatures_page_size || signatures.length > limit) break
       before = last.signature
-      if (page === signatures_page_count_max - 1)
-        throw new Error(`more history for ${address} than the page bound`)
+      if (last.slot > to_slot && ++newer_pages === newer_page_count_max) {
+        throw new Error(
+          `more than ${newer_page_count_max * signatures_page_size} signatures of ${address} newer than slot ${to_slot}: the next read goes on from there`,
+        )
+      }
     }
     const oldest_first = signatures.reverse().slice(0, limit)
     const transactions = await Promise.all(oldest_first.map(landed))

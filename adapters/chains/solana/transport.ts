@@ -88,7 +88,9 @@ export interface SolanaTransport {
   readonly landed: (signature: Signature) => Promise<LandedTransaction | null>
   /**
    * Transactions that reference `address`, with slots in `from_slot..to_slot` (inclusive), in
-   * chain order; at most `limit` of them, the oldest first.
+   * chain order; at most `limit` of them, the oldest first (of a range holding more, any `limit`:
+   * the caller learns it is too busy). A transport that pages an address's history fails, rather
+   * than answer short, when it cannot reach the range now.
    */
   readonly transactionsOf: (
     address: Address,

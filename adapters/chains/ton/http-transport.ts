@@ -10,6 +10,11 @@
  *   `landed_page_count_max` pages, and fails rather than answer "not landed" when it cannot reach
  *   it: a busy wallet must not make a landed message read as dropped, which would release funds it
  *   sent. Without `since_unix` it looks at the newest `landed_lookback_count` transactions only.
+ * - A page of an account's history starts at a transaction named by lt and hash, never at an lt:
+ *   `transactionsOf` starts at the lowest transaction above its range that an earlier read passed
+ *   (`history-anchors.ts`), else at the newest, so that only a first read of an old range pages
+ *   through the history newer than it, a bounded number of pages per read, each read going on
+ *   from where the one before stopped.
  * - `landedMessage` (a message whose wallet is not known) answers null: v2 cannot search by message
  *   hash alone. The adapter remembers the wallets of the incoming transfers it read instead.
  * - The API refuses an external message the wallet would not accept with an HTTP error; an error
@@ -17,6 +22,7 @@
  */
 import { type Address, type Cell, loadMessage } from "@ton/core"
 import { TonClient } from "@ton/ton"
+import { historyAnchors } from "../history-anchors.ts"
 import { summarizeTransaction } from "./transaction.ts"
 import type { LandedTransaction, SendOutcome, TonTransport } from "./transport.ts"
 
@@ -31,7 +37,11 @@ const landed_lookback_count = 20
 /** Pages of `transactions_page_size` that `landed` reads at most to reach `since_unix`. */
 const landed_page_count_max = 50
 const transactions_page_size = 100
-const transactions_page_count_max = 20
+/**
+ * Pages of transactions newer than its range one `transactionsOf` reads at most (10,000
+ * transactions), before it fails; the pages it read are remembered, so the next read goes on.
+ */
+const newer_page_count_max = 100
 const request_timeout_ms_default = 10_000
 /**
  * How long past its valid_until a message is still looked for (see `TonTransport.landing_lag_seconds`):
@@ -91,9 +101,15 @@ export function makeHttpTransport(
     }
   }
 
-  /** `address`'s history, newest first, a page of `transactions_page_size` at a time, to its start. */
-  async function* historyPages(address: Address) {
-    let cursor: { lt: string; hash: string } | undefined
+  /** The transactions reads passed, one a page: where a later read of an older range starts. */
+  const anchors = historyAnchors<{ lt: string; hash: string }>()
+
+  /**
+   * `address`'s history, newest first (or from just below `start`), a page of
+   * `transactions_page_size` at a time, to its start.
+   */
+  async function* historyPages(address: Address, start?: { lt: string; hash: string }) {
+    let cursor = start
     for (;;) {
       const batch = await client.getTransactions(address, {
         limit: transactions_page_size,
@@ -107,20 +123,32 @@ export function makeHttpTransport(
     }
   }
 
-  /** Pages backwards from the newest transaction down to `from_lt`, then keeps the range. */
+  /**
+   * Pages backwards from just above `to_lt` (the lowest transaction above it that a read passed,
+   * else the newest) down to `from_lt`, and stops once it has more than `limit`. At most
+   * `newer_page_count_max` pages newer than the range: past them it fails, and the next read goes
+   * on from where this one stopped.
+   */
   const transactionsOf = async (address: Address, from_lt: bigint, to_lt: bigint, limit: number) => {
+    const key = address.toRawString()
     const found: Array<LandedTransaction> = []
-    let pages = 0
-    for await (const batch of historyPages(address)) {
-      for (const transaction of batch) found.push(summarizeTransaction(address, transaction))
+    let newer_pages = 0
+    for await (const batch of historyPages(address, anchors.above(key, to_lt))) {
+      for (const transaction of batch) {
+        if (transaction.lt >= from_lt && transaction.lt <= to_lt)
+          found.push(summarizeTransaction(address, transaction))
+      }
       const last = batch.at(-1)
-      if (last === undefined || last.lt < from_lt) break
-      if (++pages === transactions_page_count_max) throw new Error("more history than the page bound")
+      if (last === undefined) break
+      anchors.remember(key, last.lt, { lt: last.lt.toString(), hash: last.hash().toString("base64") })
+      if (last.lt < from_lt || found.length > limit) break
+      if (last.lt > to_lt && ++newer_pages === newer_page_count_max) {
+        throw new Error(
+          `more than ${newer_page_count_max * transactions_page_size} transactions of ${address.toString()} newer than lt ${to_lt}: the next read goes on from there`,
+        )
+      }
     }
-    return found
-      .filter((landed) => landed.lt >= from_lt && landed.lt <= to_lt)
-      .reverse()
-      .slice(0, limit)
+    return found.reverse().slice(0, limit)
   }
 
   return {

@@ -128,7 +128,9 @@ export interface TonTransport {
   readonly landedMessage: (message_hash: string) => Promise<LandedTransaction | null>
   /**
    * Transactions of `address` with lt in `from_lt..to_lt` (inclusive), in chain order, the oldest
-   * first; at most `limit` of them.
+   * first; at most `limit` of them (of a range holding more, any `limit`: the caller learns it is
+   * too busy). A transport that pages an account's history fails, rather than answer short, when
+   * it cannot reach the range now.
    */
   readonly transactionsOf: (
     address: Address,
