@@ -85,6 +85,26 @@ export const postSettlement = (
 }
 
 /**
+ * True when the payment's post was made by a version that recorded no payee (before 2026-11-28):
+ * its plain command, without the payee in its fingerprint, replays.
+ */
+const isPayeelessPost = (
+  writer: LedgerWriterService,
+  scope: { readonly tenant_id: string; readonly environment: Environment },
+  txn: string,
+) =>
+  writer
+    .execute(
+      ledgerOf(scope.tenant_id, scope.environment),
+      { type: "PostPendingTransfer", transfer_id: `${txn}:post`, pending_id: txn, now_ms: Date.now() },
+      { actor: "settlement", correlation_id: txn, idempotency_key: `settle:${txn}:post` },
+    )
+    .pipe(
+      Effect.map((done) => done.replayed),
+      Effect.orElseSucceed(() => false),
+    )
+
+/**
  * Settles one payment: "unlinked" when the payee was not recorded yet and the identifier is no
  * longer linked to it by the time the post commits (nothing moved; the payment waits).
  */
@@ -151,8 +171,12 @@ const settleOne = (
       if (posted.failure._tag !== "IdempotencyKeyReused") return yield* Effect.fail(posted.failure)
       // Another settlement posted it to the payee it recorded (this one read an older link): that
       // payee gets the money, by that settlement or by the sweeper; nothing is done here. Unless
-      // this is that payee: a post recorded before the payee was part of the fingerprint.
-      if (payment.to_wallet_id !== to_wallet_id) return "taken" as const
+      // this is that payee: a post recorded before the payee was part of the fingerprint. Or the
+      // post is a version's that recorded no payee (before 2026-11-28): its release goes to the
+      // wallet linked now, as that version's would have gone to the one linked then.
+      if (payment.to_wallet_id === null && (yield* isPayeelessPost(writer, scope, txn))) {
+        // Released below.
+      } else if (payment.to_wallet_id !== to_wallet_id) return "taken" as const
     } else if (posted.success === "unlinked") {
       // The identifier was unlinked from this payee before the post: nothing moved, the payment waits.
       return "unlinked" as const
