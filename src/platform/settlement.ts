@@ -310,13 +310,15 @@ export const findSettleable = async (pool: pg.Pool) =>
       /** The wallet the recipient is linked to now; null when none (recorded payees only). */
       wallet_id: string | null
     }>(
-      `select distinct p.tenant_id, p.environment, p.recipient, i.wallet_id
-         from platform.payments p
-         left join platform.identities i
-           on i.tenant_id = p.tenant_id and i.environment = p.environment and i.value = p.recipient
-          and i.unlinked_at is null
-        where p.status = 'pending' and (p.to_wallet_id is not null or i.wallet_id is not null)
-        limit $1`,
+      // In random order: recipients whose settlement fails every time cannot keep the rest out.
+      `select tenant_id, environment, recipient, wallet_id from (
+         select distinct p.tenant_id, p.environment, p.recipient, i.wallet_id
+           from platform.payments p
+           left join platform.identities i
+             on i.tenant_id = p.tenant_id and i.environment = p.environment and i.value = p.recipient
+            and i.unlinked_at is null
+          where p.status = 'pending' and (p.to_wallet_id is not null or i.wallet_id is not null)) settleable
+        order by random() limit $1`,
       [settle_batch_count_max],
     )
   ).rows

@@ -90,3 +90,44 @@ describe("expiry sweeper", () => {
     }
   })
 })
+
+describe("expiry sweeper, one ledger failing", () => {
+  it("holds up no other ledger when one dies every time (its log cannot be loaded)", async () => {
+    const tenants = ["t1", "t2", "t3", "t4", "t5", "t6"].map((tenant) => `failing-${tenant}`)
+    for (const tenant of tenants) {
+      const stream_id = ledgerStreamId({ tenant, environment: "sandbox" })
+      await db.pool.query(
+        `insert into read_model.ledger_accounts (stream_id, account_id, tenant, environment, asset_code, symbol,
+           chain, decimals, kind, debits_must_not_exceed_credits, credits_must_not_exceed_debits, code,
+           user_data, debits_pending, debits_posted, credits_pending, credits_posted, opened_at, last_stream_version)
+         values ($1, 'alice', $2, 'sandbox', 'USD', 'USD', 'x', 2, 'wallet', true, false, 1, null, 1, 0, 0, 1, now(), 1)`,
+        [stream_id, tenant],
+      )
+      await db.pool.query(
+        `insert into read_model.ledger_transfers (stream_id, transfer_id, kind, debit_account_id, credit_account_id,
+           asset_code, amount, code, status, created_at, expires_at, stream_version, global_position)
+         values ($1, 'hold', 'pending', 'alice', 'bob', 'USD', 1, 1, 'pending', now() - interval '1 hour',
+           now() - interval '1 minute', 2, 1)`,
+        [stream_id],
+      )
+    }
+    const swept = new Set<string>()
+    // Every ledger dies but one; it is reached whatever the order.
+    const healthy = tenants[3]
+    const writer = {
+      execute: (ledger: { tenant: string }) =>
+        ledger.tenant === healthy
+          ? Effect.sync(() => {
+              swept.add(ledger.tenant)
+            })
+          : Effect.die(new Error(`ledger ${ledger.tenant} cannot be loaded`)),
+    } as unknown as LedgerWriter["Service"]
+    const layer = Layer.mergeAll(
+      Layer.succeed(LedgerWriter, writer),
+      Layer.succeed(Database, { pool: db.pool }),
+    )
+    const touched = await Effect.runPromise(sweepExpiredReservations.pipe(Effect.provide(layer)))
+    expect(touched).toBeGreaterThanOrEqual(tenants.length)
+    expect([...swept]).toEqual([healthy])
+  })
+})
