@@ -17,7 +17,13 @@ import {
 } from "../../../domain/platform/tokens.ts"
 import type { Caller } from "../../platform/credentials.ts"
 import { ApiError, badRequest, CurrentRequestId, errorResponse } from "../errors.ts"
-import { type LengthBounds, list_limit_default, list_limit_max } from "../limits.ts"
+import {
+  type LengthBounds,
+  list_limit_default,
+  list_limit_max,
+  metadata_keys_max,
+  textLengths,
+} from "../limits.ts"
 
 /** A database call; its failure is a defect (500) unless `onError` recognises it. */
 export const db = <A>(run: () => Promise<A>): Effect.Effect<A> => Effect.promise(run)
@@ -231,3 +237,43 @@ export const respond = <A, R>(
       return errorResponse(error, yield* CurrentRequestId)
     }),
   )
+
+/** A payment's or transfer's `metadata`: at most 50 keys of 1-40 characters, values up to 500. */
+export const checkMetadata = (metadata: Readonly<Record<string, string>>): Effect.Effect<void, ApiError> => {
+  const entries = Object.entries(metadata)
+  if (entries.length > metadata_keys_max) {
+    return Effect.fail(
+      badRequest("invalid_metadata", `metadata holds at most ${metadata_keys_max} keys.`, "metadata"),
+    )
+  }
+  for (const [key, value] of entries) {
+    if (key.includes("\u0000")) {
+      return Effect.fail(
+        badRequest(
+          "invalid_metadata",
+          "metadata keys must not contain the NUL character (U+0000).",
+          `metadata.${key.replaceAll("\u0000", "\\u0000")}`,
+        ),
+      )
+    }
+    if (key.length < textLengths.metadata_key.min || longerThan(key, textLengths.metadata_key.max)) {
+      return Effect.fail(
+        badRequest(
+          "invalid_metadata",
+          `metadata keys are ${textLengths.metadata_key.min} to ${textLengths.metadata_key.max} characters.`,
+          `metadata.${key}`,
+        ),
+      )
+    }
+    if (longerThan(value, textLengths.metadata_value.max)) {
+      return Effect.fail(
+        badRequest(
+          "invalid_metadata",
+          `metadata values are at most ${textLengths.metadata_value.max} characters.`,
+          `metadata.${key}`,
+        ),
+      )
+    }
+  }
+  return Effect.void
+}

@@ -44,8 +44,17 @@ import type { WalletRow } from "../../platform/wallets.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
 import { ApiError, badRequest, CurrentRequestId, errorBody, notFound, unprocessable } from "../errors.ts"
 import { type IdempotencyTicket, idempotent, storedResponse } from "../idempotency.ts"
-import { amount_whole_units_max, metadata_keys_max, textLengths } from "../limits.ts"
-import { db, listCursor, longerThan, parseLimit, parseMoney, respond, tokenOn } from "./common.ts"
+import { amount_whole_units_max, textLengths } from "../limits.ts"
+import {
+  checkMetadata,
+  db,
+  listCursor,
+  longerThan,
+  parseLimit,
+  parseMoney,
+  respond,
+  tokenOn,
+} from "./common.ts"
 import { ledgerApiError, mapLedgerErrors } from "./ledger-errors.ts"
 import { callerWallet } from "./wallets.ts"
 
@@ -58,45 +67,6 @@ interface PayPayload {
   readonly metadata?: Readonly<Record<string, string>> | undefined
   /** The chain of the token paid with; the paying wallet's own chain when absent. */
   readonly chain?: string | undefined
-}
-
-const checkMetadata = (metadata: Readonly<Record<string, string>>): Effect.Effect<void, ApiError> => {
-  const entries = Object.entries(metadata)
-  if (entries.length > metadata_keys_max) {
-    return Effect.fail(
-      badRequest("invalid_metadata", `metadata holds at most ${metadata_keys_max} keys.`, "metadata"),
-    )
-  }
-  for (const [key, value] of entries) {
-    if (key.includes("\u0000")) {
-      return Effect.fail(
-        badRequest(
-          "invalid_metadata",
-          "metadata keys must not contain the NUL character (U+0000).",
-          `metadata.${key.replaceAll("\u0000", "\\u0000")}`,
-        ),
-      )
-    }
-    if (key.length < textLengths.metadata_key.min || longerThan(key, textLengths.metadata_key.max)) {
-      return Effect.fail(
-        badRequest(
-          "invalid_metadata",
-          `metadata keys are ${textLengths.metadata_key.min} to ${textLengths.metadata_key.max} characters.`,
-          `metadata.${key}`,
-        ),
-      )
-    }
-    if (longerThan(value, textLengths.metadata_value.max)) {
-      return Effect.fail(
-        badRequest(
-          "invalid_metadata",
-          `metadata values are at most ${textLengths.metadata_value.max} characters.`,
-          `metadata.${key}`,
-        ),
-      )
-    }
-  }
-  return Effect.void
 }
 
 /** The payer wallet and the recipient's linked wallet (if any), in one (shared) query. */
