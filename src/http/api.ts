@@ -638,6 +638,8 @@ export const ChainTransfer = Schema.Struct({
     }),
   ),
   failure: Schema.NullOr(Schema.Struct({ code: Schema.String, message: Schema.NullOr(Schema.String) })),
+  /** The request's `metadata` ({} without), carried into its webhooks like a payment's. */
+  metadata: Schema.Record(Schema.String, Schema.String),
   created_at: Schema.String,
   completed_at: Schema.NullOr(Schema.String),
   failed_at: Schema.NullOr(Schema.String),
@@ -679,6 +681,7 @@ export class TransfersApi extends HttpApiGroup.make("transfers")
           amount: Amount,
           token: Text,
           chain: Text,
+          metadata: Schema.optional(Metadata),
         }),
         success: ChainTransfer.annotate({ httpApiStatus: 202 }),
       }),

@@ -79,14 +79,14 @@ const insertRows = async (client: pg.PoolClient, rows: ReadonlyArray<TransferRow
     `insert into platform.chain_transfers
        (transfer_id, tenant_id, environment, wallet_id, chain, token, token_decimals, token_contract,
         from_address, key_tenant_index, key_wallet_index, to_address, amount, fee, status,
-        idempotency_key, created_at)
+        idempotency_key, metadata, created_at)
      select r.transfer_id, r.tenant_id, r.environment, r.wallet_id, r.chain, r.token, r.token_decimals,
             r.token_contract, r.from_address, r.key_tenant_index, r.key_wallet_index, r.to_address,
-            r.amount::numeric, r.fee::numeric, 'pending', r.idempotency_key, r.created_at
+            r.amount::numeric, r.fee::numeric, 'pending', r.idempotency_key, r.metadata, r.created_at
        from jsonb_to_recordset($1::jsonb) as r(transfer_id text, tenant_id text, environment text,
             wallet_id text, chain text, token text, token_decimals integer, token_contract text,
             from_address text, key_tenant_index integer, key_wallet_index integer, to_address text,
-            amount text, fee text, idempotency_key text, created_at timestamptz)`,
+            amount text, fee text, idempotency_key text, metadata jsonb, created_at timestamptz)`,
     [JSON.stringify(rows, (_key, value: unknown) => (typeof value === "bigint" ? value.toString() : value))],
   )
 }

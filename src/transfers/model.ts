@@ -116,6 +116,8 @@ export interface TransferRow {
   readonly failure_code: FailureCode | null
   readonly failure_message: string | null
   readonly idempotency_key: string | null
+  /** The request's `metadata` ({} without; rows from before migration 505 have {}). */
+  readonly metadata: Readonly<Record<string, string>>
   readonly created_at: Date
   readonly completed_at: Date | null
   readonly failed_at: Date | null
@@ -148,6 +150,7 @@ export const toPublicTransfer = (row: TransferRow) => ({
     row.status !== "failed" || row.failure_code === null
       ? null
       : { code: row.failure_code, message: row.failure_message },
+  metadata: row.metadata,
   created_at: row.created_at.toISOString(),
   completed_at: row.completed_at?.toISOString() ?? null,
   failed_at: row.failed_at?.toISOString() ?? null,

@@ -71,6 +71,8 @@ export interface TransferRequest {
   /** In the token's smallest unit; the fee (0.3 %) is charged on top. */
   readonly amount: bigint
   readonly token: TransferToken
+  /** Carried with the transfer into its API answers and webhooks; {} when absent. */
+  readonly metadata?: Readonly<Record<string, string>> | undefined
   readonly idempotency_key: string | null
   /**
    * The API response to store under the idempotency key (platform.idempotency_keys) in the
@@ -213,6 +215,7 @@ const newRow = (request: TransferRequest, transfer_id: string): TransferRow => (
   failure_code: null,
   failure_message: null,
   idempotency_key: request.idempotency_key,
+  metadata: request.metadata ?? {},
   created_at: new Date(request.now_ms),
   completed_at: null,
   failed_at: null,
@@ -294,6 +297,11 @@ export const requestTransfer = <E = never>(
         asset.code,
         request.to_address,
         String(request.amount),
+        // Keys sorted: two spellings of one object are the same request. Without metadata, the
+        // fingerprint is what it was before transfers took any (a retry across the upgrade).
+        ...(Object.keys(request.metadata ?? {}).length === 0
+          ? []
+          : [Object.entries(request.metadata ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))]),
       ]),
       attachment,
     })

@@ -109,4 +109,10 @@ update platform.chain_transfers set broadcast_attempted_at = coalesce(broadcast_
 alter table platform.chain_transfers add column settling jsonb;
 `,
   },
+  {
+    version: 505,
+    name: "chain transfers: metadata",
+    // The request's metadata, carried into the transfer's answers and webhooks like a payment's.
+    sql: "alter table platform.chain_transfers add column metadata jsonb not null default '{}'::jsonb;",
+  },
 ]

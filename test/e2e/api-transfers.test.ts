@@ -175,6 +175,7 @@ describe("POST /api/v2/transfers on the local chain", () => {
           amount: "25",
           token: "USDC",
           chain: "ethereum",
+          metadata: { order_id: "ord_1", customer: "c-7" },
         },
         { "idempotency-key": "transfer-e2e-1" },
       ),
@@ -185,6 +186,7 @@ describe("POST /api/v2/transfers on the local chain", () => {
       amount: "25.00",
       token: "USDC",
       to_address: recipient,
+      metadata: { order_id: "ord_1", customer: "c-7" },
     })
 
     const retry = () =>
@@ -196,6 +198,8 @@ describe("POST /api/v2/transfers on the local chain", () => {
           amount: "25",
           token: "USDC",
           chain: "ethereum",
+          // The same object, its keys in another order: the same request.
+          metadata: { customer: "c-7", order_id: "ord_1" },
         },
         { "idempotency-key": "transfer-e2e-1" },
       )
@@ -208,6 +212,23 @@ describe("POST /api/v2/transfers on the local chain", () => {
       await client.post(
         "/api/v1/wallets",
         { external_id: "key-thief", label: "x", chain: "ethereum" },
+        { "idempotency-key": "transfer-e2e-1" },
+      ),
+      409,
+      "idempotency_key_reused",
+    )
+    // Other metadata is another request.
+    expectError(
+      await client.post(
+        "/api/v2/transfers",
+        {
+          from_wallet: wallet.wallet_id,
+          to_address: recipient,
+          amount: "25",
+          token: "USDC",
+          chain: "ethereum",
+          metadata: { order_id: "ord_2", customer: "c-7" },
+        },
         { "idempotency-key": "transfer-e2e-1" },
       ),
       409,
@@ -247,7 +268,12 @@ describe("POST /api/v2/transfers on the local chain", () => {
       completion_wait_ms_max,
     )
     expect(webhook.body.event_type).toBe("payment.completed")
-    expect(webhook.body.data).toMatchObject({ status: "completed", tx_hash: current.tx_hash })
+    expect(webhook.body.data).toMatchObject({
+      status: "completed",
+      tx_hash: current.tx_hash,
+      metadata: { order_id: "ord_1", customer: "c-7" },
+    })
+    expect(current.metadata).toEqual({ order_id: "ord_1", customer: "c-7" })
 
     // A retry answers the transfer as it is now, not its first (pending) answer.
     const late = await retry()
@@ -343,6 +369,25 @@ describe("POST /api/v2/transfers on the local chain", () => {
       "invalid_address",
     )
     expectError(await client.get("/api/v2/transfers/txn_missing"), 404, "transfer_not_found")
+    // Metadata is checked as a payment's is, before anything is reserved.
+    const listed = async () =>
+      expectOk(await client.get<{ data: ReadonlyArray<TransferView> }>("/api/v2/transfers?limit=100")).data
+        .length
+    const before = await listed()
+    const fresh = privateKeyToAccount(generatePrivateKey()).address
+    for (const [metadata, param] of [
+      [Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`k${i}`, "v"])), "metadata"],
+      [{ order_id: "o".repeat(501) }, "metadata.order_id"],
+      [{ "": "v" }, "metadata."],
+    ] as const) {
+      const refused = expectError(
+        await client.post("/api/v2/transfers", { ...body, to_address: fresh, chain: "ethereum", metadata }),
+        400,
+        "invalid_metadata",
+      )
+      expect(refused.param).toBe(param)
+    }
+    expect(await listed()).toBe(before)
   })
 
   it("refuses 422 its own address, the token's contract and the null address, however spelled, moving nothing", async () => {

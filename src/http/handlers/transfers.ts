@@ -38,7 +38,7 @@ import { CurrentCaller, PlatformApi } from "../api.ts"
 import { ApiError, badRequest, CurrentRequestId, notFound, unprocessable } from "../errors.ts"
 import { idempotent, storedResponse } from "../idempotency.ts"
 import { amount_whole_units_max } from "../limits.ts"
-import { db, listCursor, parseLimit, parseMoney, respond, tokenOn } from "./common.ts"
+import { checkMetadata, db, listCursor, parseLimit, parseMoney, respond, tokenOn } from "./common.ts"
 import { ledgerApiError } from "./ledger-errors.ts"
 import { callerWallet } from "./wallets.ts"
 
@@ -48,6 +48,7 @@ interface TransferPayload {
   readonly amount: number | string
   readonly token: string
   readonly chain: string
+  readonly metadata?: Readonly<Record<string, string>> | undefined
 }
 
 /** A destination where the tokens would be lost, or would not move: 422, with what it is. */
@@ -331,6 +332,8 @@ const createTransfer = (payload: TransferPayload) =>
     }
     const asset = yield* tokenOn(chain, payload.token)
     const amount = yield* parseMoney(payload.amount, asset, amount_whole_units_max.transfer)
+    const metadata = payload.metadata ?? {}
+    yield* checkMetadata(metadata)
     const running = chains.get(caller.environment, chain)
     const contract = running?.contracts.get(asset.symbol as "USDC" | "USDT")
     if (running === undefined || contract === undefined) {
@@ -388,6 +391,7 @@ const createTransfer = (payload: TransferPayload) =>
           other_contracts: [...running.contracts.values()],
           amount,
           token: { asset, contract },
+          metadata,
           // The ledger keeps the key with the reservation: a retry answers the transfer as it is now.
           idempotency_key: ticket?.idempotency_key ?? null,
           // Stored with the transfer: the key is then taken for every endpoint of the tenant.
