@@ -266,6 +266,47 @@ const tonSandboxRunning = (local: TonSandboxChain): RunningChain => ({
 })
 
 /**
+ * The sandbox's chains of a database are one process's: the transfers it signed land only there,
+ * and a process starting them anew fails the sandbox transfers left pending (the chains that had
+ * them ended). It holds a session advisory lock for its lifetime; a second process that would start
+ * sandbox chains while it runs is refused at start, so no live process's transfers are failed.
+ */
+const ownSandboxChains = Effect.gen(function* () {
+  const { pool } = yield* Database
+  yield* Effect.acquireRelease(
+    Effect.promise(async () => {
+      const client = await pool.connect()
+      const locked = await client
+        .query<{ locked: boolean }>("select pg_try_advisory_lock(hashtextextended($1, 0)) as locked", [
+          sandbox_chains_lock,
+        ])
+        .catch((error: unknown) => {
+          client.release(true)
+          throw error
+        })
+      if (locked.rows[0]?.locked !== true) {
+        client.release()
+        throw new Error(
+          "Another platform process on this database runs the sandbox's chains (a sandbox transfer lands only on the chains that signed it). Run them in one process: start the others with SANDBOX_EVM_CHAINS= SANDBOX_SOLANA=false SANDBOX_TON=false.",
+        )
+      }
+      return client
+    }),
+    (client) =>
+      Effect.promise(async () => {
+        await client
+          .query("select pg_advisory_unlock(hashtextextended($1, 0))", [sandbox_chains_lock])
+          .catch(() => {})
+        // Closed rather than pooled: a connection whose unlock failed would keep the lock.
+        client.release(true)
+      }),
+  )
+})
+
+/** The advisory lock of the process that runs a database's sandbox chains. */
+const sandbox_chains_lock = "platform:sandbox-chains"
+
+/**
  * The chains: one anvil per SANDBOX_EVM_CHAINS entry (started together, each stopped by its own
  * finalizer), the sandbox's Solana chain unless SANDBOX_SOLANA is false, and production adapters
  * from CHAIN_RPC_URL_<CHAIN>.
@@ -273,6 +314,8 @@ const tonSandboxRunning = (local: TonSandboxChain): RunningChain => ({
 const ChainsLive = Layer.effect(
   Chains,
   Effect.gen(function* () {
+    if (config.sandboxEvmChains.length > 0 || config.sandboxSolana || config.sandboxTon)
+      yield* ownSandboxChains
     const local = yield* Effect.forEach(
       config.sandboxEvmChains,
       (chain) =>
@@ -390,7 +433,11 @@ const TransferWorkerLive = Layer.effectDiscard(
             poll_interval_ms: transfer_poll_interval_ms,
             poll_count_max: transfer_poll_count_max,
             worker_count: transfer_concurrency,
-            chains_restarted: { environment: "sandbox", at: sandbox_chains_started_at },
+            // Only the process that runs the sandbox's chains (it holds their lock: the process that
+            // ran them before has ended) fails what was pending on the ended ones.
+            ...(routes.sandbox.size > 0
+              ? { chains_restarted: { environment: "sandbox" as const, at: sandbox_chains_started_at } }
+              : {}),
             onError: (error) => logError("transfer worker error", errorText(error)),
           },
         ),

@@ -163,6 +163,8 @@ const poll_idle_max = 8
 /** pg-boss retries a step that threw (node or database unreachable) `retryLimit` times, with backoff. */
 const step_retry = { retryDelay: 1, retryBackoff: true } as const
 const step_retry_limit_default = 50
+/** Seconds before a job handed back (its chain runs in another process) may be fetched again. */
+const handed_back_delay_s = 2
 const step_retry_delay_max_default = 60
 
 /** Creates (or updates) the transfer queue; a request's hook needs it to exist. */
@@ -1005,6 +1007,16 @@ export function startTransferWorker(
     for (const wake of [...idle]) wake()
   }
 
+  /** True when the transfer is pending on a chain this process has no adapter for. */
+  const runElsewhere = async (transfer_id: string): Promise<boolean> => {
+    const row = await loadRow(pool, transfer_id)
+    return (
+      row !== undefined &&
+      row.status === "pending" &&
+      adapterFor(routes, row.environment, row.chain) === undefined
+    )
+  }
+
   const runJob = async (job: JobWithMetadata<TransferJob>) => {
     const holder = holding.get(job.data.transfer_id)
     if (holder !== undefined) {
@@ -1019,6 +1031,15 @@ export function startTransferWorker(
       return
     }
     try {
+      if (await runElsewhere(job.data.transfer_id)) {
+        // Another process runs its chain (the sandbox's chains run in one process): the job goes back
+        // to the queue for it, this one ends without touching the transfer.
+        await boss.insert(transfer_queue, [{ data: job.data, startAfter: handed_back_delay_s }], {
+          db: pgBossDb(pool),
+        })
+        await boss.complete(transfer_queue, job.id, null, { db: pgBossDb(pool) })
+        return
+      }
       await hold(job.data.transfer_id, job.id)
       await boss.complete(transfer_queue, job.id, null, { db: pgBossDb(pool) })
     } catch (error) {

@@ -848,6 +848,30 @@ describe("on-chain transfers (EVM)", () => {
     expect(payer.credits_posted - payer.debits_posted - payer.debits_pending).toBe(funding)
   })
 
+  it("hands a transfer whose chain this process does not run back to the queue, untouched, for the process that runs it", async () => {
+    const wallet = await fundedWallet(47)
+    await node.setBalance(wallet.address, 10n ** 19n)
+    const recipient = testWallet(48).address
+    const requested = await request(wallet, recipient, 1_000_000n)
+    // A process that runs production chains only (the sandbox's run in another process).
+    const errors: Array<unknown> = []
+    await withWorker(
+      () => new Promise((resolve) => setTimeout(resolve, 2_500)),
+      chainRoutes({ production: new Map([["ethereum", harness.adapter]]) }),
+      { onError: (error) => errors.push(error) },
+    )
+    expect(errors).toEqual([])
+    expect(await loadRow(requested.transfer_id)).toMatchObject({
+      status: "pending",
+      tx_hash: null,
+      failure_code: null,
+      poll_count: 0,
+    })
+    // The process that runs it completes it.
+    expect(await withWorker(() => settled(requested.transfer_id))).toMatchObject({ status: "completed" })
+    expect(await tokenBalance(recipient)).toBe(1_000_000n)
+  })
+
   it("keeps a signed transfer's job going past the queue's retries while its node fails, and completes it when the node answers", async () => {
     const wallet = await fundedWallet(12)
     await node.setBalance(wallet.address, 10n ** 19n)
