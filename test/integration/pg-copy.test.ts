@@ -63,7 +63,9 @@ describe("copyRows", () => {
       await expect(copyRows(client, "copied", ["id", "note"], "100\tagain\n")).rejects.toThrow(
         /duplicate key/,
       )
-      expect(timers()).toBe(before)
+      // At most as many as before: another timer of the process may have ended meanwhile (the
+      // suite runs with others on a busy machine); one left by the COPY would make one more.
+      expect(timers()).toBeLessThanOrEqual(before)
     } finally {
       await client.end()
     }
