@@ -166,30 +166,8 @@ describe("POST /api/v2/transfers on the local chain", () => {
     )
     expect(await tokenBalance(wallet.address as Address)).toBe(100_000_000n)
     const recipient = privateKeyToAccount(generatePrivateKey()).address
-    const requested = expectOk(
-      await client.post<TransferView>(
-        "/api/v2/transfers",
-        {
-          from_wallet: wallet.wallet_id,
-          to_address: recipient,
-          amount: "25",
-          token: "USDC",
-          chain: "ethereum",
-          metadata: { order_id: "ord_1", customer: "c-7" },
-        },
-        { "idempotency-key": "transfer-e2e-1" },
-      ),
-      202,
-    )
-    expect(requested).toMatchObject({
-      status: "pending",
-      amount: "25.00",
-      token: "USDC",
-      to_address: recipient,
-      metadata: { order_id: "ord_1", customer: "c-7" },
-    })
-
-    const retry = () =>
+    /** The request under one Idempotency-Key, with `metadata`. */
+    const send = (metadata: Record<string, string>) =>
       client.post<TransferView>(
         "/api/v2/transfers",
         {
@@ -198,11 +176,21 @@ describe("POST /api/v2/transfers on the local chain", () => {
           amount: "25",
           token: "USDC",
           chain: "ethereum",
-          // The same object, its keys in another order: the same request.
-          metadata: { customer: "c-7", order_id: "ord_1" },
+          metadata,
         },
         { "idempotency-key": "transfer-e2e-1" },
       )
+    const requested = expectOk(await send({ order_id: "ord_1", customer: "c-7" }), 202)
+    expect(requested).toMatchObject({
+      status: "pending",
+      amount: "25.00",
+      token: "USDC",
+      to_address: recipient,
+      metadata: { order_id: "ord_1", customer: "c-7" },
+    })
+
+    // The same object, its keys in another order: the same request.
+    const retry = () => send({ customer: "c-7", order_id: "ord_1" })
     const replayed = await retry()
     expect(expectOk(replayed, 202).transaction_id).toBe(requested.transaction_id)
     expect(replayed.headers.get("idempotent-replayed")).toBe("true")
@@ -218,22 +206,7 @@ describe("POST /api/v2/transfers on the local chain", () => {
       "idempotency_key_reused",
     )
     // Other metadata is another request.
-    expectError(
-      await client.post(
-        "/api/v2/transfers",
-        {
-          from_wallet: wallet.wallet_id,
-          to_address: recipient,
-          amount: "25",
-          token: "USDC",
-          chain: "ethereum",
-          metadata: { order_id: "ord_2", customer: "c-7" },
-        },
-        { "idempotency-key": "transfer-e2e-1" },
-      ),
-      409,
-      "idempotency_key_reused",
-    )
+    expectError(await send({ order_id: "ord_2", customer: "c-7" }), 409, "idempotency_key_reused")
     const again = await retry()
     expect(expectOk(again, 202).transaction_id).toBe(requested.transaction_id)
     expect(again.headers.get("idempotent-replayed")).toBe("true")
