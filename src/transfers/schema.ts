@@ -115,4 +115,10 @@ alter table platform.chain_transfers add column settling jsonb;
     // The request's metadata, carried into the transfer's answers and webhooks like a payment's.
     sql: "alter table platform.chain_transfers add column metadata jsonb not null default '{}'::jsonb;",
   },
+  {
+    version: 506,
+    name: "chain transfers: broadcast lease",
+    // One job at a time sends a transfer's bytes, under a lease on its row (src/transfers/worker.ts).
+    sql: "alter table platform.chain_transfers add column broadcast_lease_until timestamptz;",
+  },
 ]

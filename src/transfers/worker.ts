@@ -163,6 +163,12 @@ const poll_idle_max = 8
 /** pg-boss retries a step that threw (node or database unreachable) `retryLimit` times, with backoff. */
 const step_retry = { retryDelay: 1, retryBackoff: true } as const
 const step_retry_limit_default = 50
+/**
+ * How long a job's lease on sending a transfer's bytes lasts: longer than any send takes (the EVM
+ * client's retries take about 40 s), so that no other job sends them meanwhile; a job that died
+ * sending leaves it to lapse.
+ */
+const broadcast_lease_s = 120
 /** Seconds before a job handed back (its chain runs in another process) may be fetched again. */
 const handed_back_delay_s = 2
 const step_retry_delay_max_default = 60
@@ -479,55 +485,79 @@ export function startTransferWorker(
   const broadcast = async (
     row: TransferRow & { raw_transaction: string },
   ): Promise<Failure | "no_answer" | "settled" | null> => {
-    // One job at a time sends a transfer's bytes, and a refusal that fails it is claimed on the row
-    // before another job may send them: were gas to arrive between a refusal and a second job's
-    // send, the bytes would land while the failure released the funds.
-    const client = await pool.connect()
-    try {
-      await client.query("begin")
-      await client.query("select pg_advisory_xact_lock(hashtextextended($1, 0))", [
-        `chain-transfer-send:${row.transfer_id}`,
-      ])
-      const current = await loadRow(client, row.transfer_id)
+    // One job at a time sends a transfer's bytes: it takes a lease on the row (no connection is
+    // held while the node answers), and a refusal that fails the transfer is claimed on the row
+    // under that lease, before another job may send them: were gas to arrive between a refusal
+    // and a second job's send, the bytes would land while the failure released the funds.
+    const leased = await pool.query<{
+      /** The lease's end, as text: exact to the microsecond (a Date keeps milliseconds). */
+      lease: string
+      broadcast_attempted_at: Date | null
+      broadcast_at: Date | null
+    }>(
+      `update platform.chain_transfers
+          set broadcast_lease_until = clock_timestamp() + make_interval(secs => $2)
+        where transfer_id = $1 and status = 'pending' and failure_code is null
+          and (broadcast_lease_until is null or broadcast_lease_until < clock_timestamp())
+        returning broadcast_lease_until::text as lease, broadcast_attempted_at, broadcast_at`,
+      [row.transfer_id, broadcast_lease_s],
+    )
+    const held = leased.rows[0]
+    if (held === undefined) {
+      // Settled, its failure claimed, or another job is sending it now (which proves nothing).
+      const current = await loadRow(pool, row.transfer_id)
       assert(current !== undefined, "a transfer row is never deleted")
-      if (current.status !== "pending" || current.failure_code !== null) {
-        await client.query("commit")
-        return current.status === "pending" ? claimedFailure(current) : "settled"
+      if (current.status !== "pending") return "settled"
+      return current.failure_code !== null ? claimedFailure(current) : "no_answer"
+    }
+    let lease_held = true
+    try {
+      // The first attempt is the one that records it (before the bytes leave, so a crash right
+      // after sending counts): a later job on the same transfer (an expired job run again) finds
+      // it recorded, and takes a refusal as no proof.
+      const first_attempt = held.broadcast_attempted_at === null && held.broadcast_at === null
+      if (first_attempt) {
+        await pool.query(
+          "update platform.chain_transfers set broadcast_attempted_at = now() where transfer_id = $1",
+          [row.transfer_id],
+        )
       }
-      // The first attempt is the one that records it (committed before the bytes leave, so a crash
-      // right after sending counts): a second job on the same transfer (an expired job run again
-      // beside the first) finds it recorded, and takes a refusal as no proof.
-      const first_attempt =
-        current.broadcast_attempted_at === null &&
-        current.broadcast_at === null &&
-        ((
-          await pool.query(
-            `update platform.chain_transfers set broadcast_attempted_at = now()
-              where transfer_id = $1 and broadcast_attempted_at is null and broadcast_at is null`,
-            [row.transfer_id],
-          )
-        ).rowCount ?? 0) === 1
       const sent = await Effect.runPromise(Effect.result(adapterOf(row).broadcast(row.raw_transaction)))
       if (Result.isSuccess(sent)) {
         await pool.query(
-          "update platform.chain_transfers set broadcast_at = coalesce(broadcast_at, now()) where transfer_id = $1",
-          [row.transfer_id],
+          `update platform.chain_transfers
+              set broadcast_at = coalesce(broadcast_at, now()),
+                  broadcast_lease_until = case when broadcast_lease_until = $2::timestamptz then null
+                                               else broadcast_lease_until end
+            where transfer_id = $1`,
+          [row.transfer_id, held.lease],
         )
-        await client.query("commit")
+        lease_held = false
         return null
       }
-      if (!first_attempt && sent.failure._tag !== "TransactionExpired") {
-        await client.query("commit")
-        return "no_answer"
-      }
-      const failure = await claimFailure(client, row.transfer_id, refusalFailure(sent.failure))
-      await client.query("commit")
-      return failure ?? "settled"
-    } catch (error) {
-      await client.query("rollback").catch(() => {})
-      throw error
+      if (!first_attempt && sent.failure._tag !== "TransactionExpired") return "no_answer"
+      // Claimed only while the lease is still this job's: past it, another job may have sent them.
+      const failure = refusalFailure(sent.failure)
+      const claimed = await pool.query(
+        `update platform.chain_transfers
+            set failure_code = coalesce(failure_code, $3),
+                failure_message = case when failure_code is null then $4 else failure_message end,
+                broadcast_lease_until = null
+          where transfer_id = $1 and status = 'pending' and broadcast_lease_until = $2::timestamptz
+          returning *`,
+        [row.transfer_id, held.lease, failure.code, failure.message],
+      )
+      lease_held = false
+      return claimed.rows[0] === undefined ? "no_answer" : claimedFailure(fromDb(claimed.rows[0]))
     } finally {
-      client.release()
+      if (lease_held) {
+        await pool
+          .query(
+            "update platform.chain_transfers set broadcast_lease_until = null where transfer_id = $1 and broadcast_lease_until = $2::timestamptz",
+            [row.transfer_id, held.lease],
+          )
+          .catch(onError)
+      }
     }
   }
 

@@ -4,6 +4,7 @@
 // gas, and one whose worker is killed right after the broadcast, which a new worker completes
 // exactly once. Failed transfers release the reservation to the last unit.
 import { Effect, Result } from "effect"
+import pg from "pg"
 import { type Address, createPublicClient, http } from "viem"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { makeEvmAdapter } from "../../adapters/chains/evm/adapter.ts"
@@ -846,6 +847,39 @@ describe("on-chain transfers (EVM)", () => {
     expect(await chain().getTransactionCount({ address: wallet.address as Address })).toBe(0)
     const payer = await account(walletAccountId(wallet.wallet_id, asset))
     expect(payer.credits_posted - payer.debits_posted - payer.debits_pending).toBe(funding)
+  })
+
+  it("settles with a pool of one connection: no step holds one while it asks the pool for another", async () => {
+    const wallet = await fundedWallet(49)
+    await node.setBalance(wallet.address, 10n ** 19n)
+    const recipient = testWallet(50).address
+    const requested = await request(wallet, recipient, 1_000_000n)
+    const pool = new pg.Pool({ connectionString: db.url, max: 1, connectionTimeoutMillis: 4_000 })
+    pool.on("error", () => {})
+    const errors: Array<unknown> = []
+    const worker = await startTransferWorker(
+      {
+        pool,
+        boss: harness.boss,
+        writer: harness.writer,
+        routes: harness.routes,
+        signingKey: harness.signingKey,
+      },
+      {
+        poll_interval_ms: 200,
+        worker_count: 2,
+        job_expire_seconds: 3,
+        onError: (error) => errors.push(error),
+      },
+    )
+    try {
+      expect(await settled(requested.transfer_id)).toMatchObject({ status: "completed" })
+    } finally {
+      await worker.stop()
+      await pool.end()
+    }
+    expect(errors.map(String)).toEqual([])
+    expect(await tokenBalance(recipient)).toBe(1_000_000n)
   })
 
   it("hands a transfer whose chain this process does not run back to the queue, untouched, for the process that runs it", async () => {
