@@ -315,13 +315,15 @@ const kept_while_unavailable = [
 const kept_while_unavailable_sql = kept_while_unavailable
   .map(
     (column) => `${column} = case when excluded.status = 'unavailable'
+              and platform.reconciliation_reports.on_chain_balance is not null
          then platform.reconciliation_reports.${column} else excluded.${column} end`,
   )
   .join(",\n       ")
 
 /**
  * Replaces the group's stored report. An `unavailable` report keeps every figure and the accounts
- * of the last complete read, ledger side included, so that they agree with each other (the chain
+ * of the last complete read (with none, it is stored as it is: the ledger's figures now, no
+ * on-chain side), ledger side included, so that they agree with each other (the chain
  * side is unknown, not zero; a fresh ledger figure beside an old on-chain one and its old difference
  * would add up to nothing), and a drift's `drift_since`; `last_matched_at` moves only when the
  * group is matched.

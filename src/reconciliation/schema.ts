@@ -58,4 +58,16 @@ alter table platform.reconciliation_reports
     check ((on_chain_balance is null) = (difference is null) and (difference is null) = (drift is null)
            and (on_chain_balance is not null or status = 'unavailable'));`,
   },
+  {
+    version: 523,
+    name: "reconciliation reports: no on-chain figures stored for groups never read",
+    // Reports stored before 522 for a group never read completely show 0 on chain beside a real
+    // ledger balance (no account of theirs has an on-chain balance): they get null, like new ones.
+    sql: `
+update platform.reconciliation_reports r
+   set on_chain_balance = null, difference = null, drift = null
+ where r.status = 'unavailable' and r.on_chain_balance = 0 and r.difference = 0 and r.drift = 0
+   and not exists (select 1 from jsonb_array_elements(r.accounts) account
+                    where account->>'on_chain_balance' is not null);`,
+  },
 ]

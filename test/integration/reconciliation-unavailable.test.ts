@@ -212,10 +212,23 @@ describe("reconciliation with one chain down", () => {
       expect(toReportView(stored)).toMatchObject({
         status: "unavailable",
         ledger_balance: "0.00",
+        pending_incoming: "0.00",
         on_chain_balance: null,
         difference: null,
         drift: null,
       })
+      // With no complete read to keep, a later run shows the ledger's figures as they are then.
+      await db.pool.query(
+        `insert into platform.chain_deposits (deposit_id, tenant_id, environment, wallet_id, chain, token,
+           token_decimals, token_contract, to_address, from_address, amount, tx_hash, log_index, block_number,
+           block_hash, status, seen_at)
+         values ('dep_polygon', $1, 'sandbox', 'wal_unavailable_polygon', 'polygon', 'USDC@polygon', 6,
+                 '0x3c499c542cEF5E3811e1192ce70d8cC03d5c3359', $2, $2, 2000000, '0xabd', 0, 1, '0xdee', 'seen', now())`,
+        [tenant_id, testWallet(9).address],
+      )
+      await reconcile({ chain_read_deadline_ms: 300 })
+      const later = byChain(await storedReports(db.pool, tenant_id, "sandbox"), "polygon")
+      expect(toReportView(later)).toMatchObject({ pending_incoming: "2.00", on_chain_balance: null })
     } finally {
       running.delete("polygon")
       for (const socket of sockets) socket.destroy()
