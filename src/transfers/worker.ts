@@ -63,6 +63,7 @@ import {
   type WalletKeyRef,
 } from "../../domain/custody/derive.ts"
 import type { Environment } from "../../domain/platform/scopes.ts"
+import { inTransaction } from "../db/transaction.ts"
 import type { CommandContext, LedgerWriterService } from "../ledger/writer.ts"
 import { ledgerOf } from "../platform/accounts.ts"
 import type {
@@ -170,7 +171,7 @@ const step_retry_limit_default = 50
  */
 const broadcast_lease_s = 120
 /** Seconds before a job handed back (its chain runs in another process) may be fetched again. */
-const handed_back_delay_s = 2
+const handed_back_delay_s = 5
 const step_retry_delay_max_default = 60
 
 /** Creates (or updates) the transfer queue; a request's hook needs it to exist. */
@@ -1063,11 +1064,14 @@ export function startTransferWorker(
     try {
       if (await runElsewhere(job.data.transfer_id)) {
         // Another process runs its chain (the sandbox's chains run in one process): the job goes back
-        // to the queue for it, this one ends without touching the transfer.
-        await boss.insert(transfer_queue, [{ data: job.data, startAfter: handed_back_delay_s }], {
-          db: pgBossDb(pool),
+        // to the queue for it, this one ends without touching the transfer (both in one
+        // transaction: never two jobs, never none).
+        await inTransaction(pool, async (client) => {
+          await boss.insert(transfer_queue, [{ data: job.data, startAfter: handed_back_delay_s }], {
+            db: pgBossDb(client),
+          })
+          await boss.complete(transfer_queue, job.id, null, { db: pgBossDb(client) })
         })
-        await boss.complete(transfer_queue, job.id, null, { db: pgBossDb(pool) })
         return
       }
       await hold(job.data.transfer_id, job.id)

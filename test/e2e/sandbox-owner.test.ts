@@ -3,7 +3,7 @@
 // clear message, so it never fails the first process's pending transfers as "dropped" (releasing
 // funds whose tokens the first process's chain still moves). A transfer the first process signed
 // completes while the refused start comes and goes; a process without sandbox chains shares the
-// database as before.
+// database as before. A process whose lock's connection is lost stops, and another may then run them.
 import { randomBytes } from "node:crypto"
 import { type Address, createPublicClient, erc20Abi, http } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
@@ -109,5 +109,26 @@ describe("the sandbox's chains of one database", () => {
       args: [recipient],
     })
     expect(held).toBe(25_000_000n)
+
+    // The lock lives as long as its connection: lost, the process that ran the chains stops (its
+    // chains with it) rather than run on while another may take them over.
+    await first.database.pool.query(
+      `select pg_terminate_backend(pid) from pg_locks
+        where locktype = 'advisory' and granted and pid <> pg_backend_pid()
+          and objid = (hashtextextended('platform:sandbox-chains', 0) & 4294967295)::bigint::oid`,
+    )
+    const stopping = Date.now() + 60_000
+    const answers = async () =>
+      fetch(`${first.url}/health`).then(
+        () => true,
+        () => false,
+      )
+    while ((await answers()) && Date.now() < stopping)
+      await new Promise((resolve) => setTimeout(resolve, 200))
+    expect(await answers()).toBe(false)
+    expect(first.output()).toContain("the sandbox chains' database lock was lost: stopping")
+    // Its chains ended with it: another process may run them now.
+    const next = await startPlatform(env, { database: first.database })
+    started.push(next)
   }, 240_000)
 })
