@@ -9,6 +9,7 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Address } from "@ton/core"
 import { Cause, Context, Effect, Exit, FiberSet, Layer, Logger, References, Runtime, Schedule } from "effect"
+import type pg from "pg"
 import { makeEvmAdapter } from "../adapters/chains/evm/adapter.ts"
 import { ton_incoming_lt_range_max } from "../adapters/chains/ton/adapter.ts"
 import { makePostgresEventStore } from "../adapters/eventstore/postgres/event-store.ts"
@@ -275,49 +276,108 @@ const ownSandboxChains = Effect.gen(function* () {
   const { pool } = yield* Database
   yield* Effect.acquireRelease(
     Effect.promise(async () => {
-      const client = await pool.connect()
-      const locked = await client
-        .query<{ locked: boolean }>("select pg_try_advisory_lock(hashtextextended($1, 0)) as locked", [
-          sandbox_chains_lock,
-        ])
-        .catch((error: unknown) => {
-          client.release(true)
-          throw error
-        })
-      if (locked.rows[0]?.locked !== true) {
-        client.release()
+      const holder = sandboxChainsLock(pool)
+      if (!(await holder.take())) {
         throw new Error(
           "Another platform process on this database runs the sandbox's chains (a sandbox transfer lands only on the chains that signed it). Run them in one process: start the others with SANDBOX_EVM_CHAINS= SANDBOX_SOLANA=false SANDBOX_TON=false.",
         )
       }
       sandbox_chains_started_at = new Date()
-      // The lock lives as long as this connection: lost (the server restarted, the connection
-      // broke), another process could take the chains over and fail this one's transfers while its
-      // chains still move them. This process then stops, its chains with it.
-      const held = { releasing: false }
-      const lost = (why: string) => {
-        if (held.releasing) return
-        held.releasing = true
-        process.stderr.write(
-          `${JSON.stringify({ message: "the sandbox chains' database lock was lost: stopping", reason: why, level: "ERROR" })}\n`,
-        )
-        process.kill(process.pid, "SIGTERM")
-      }
-      client.on("error", (error) => lost(String(error)))
-      client.on("end", () => lost("the connection ended"))
-      return { client, held }
+      return holder
     }),
-    ({ client, held }) =>
-      Effect.promise(async () => {
-        held.releasing = true
-        await client
-          .query("select pg_advisory_unlock(hashtextextended($1, 0))", [sandbox_chains_lock])
-          .catch(() => {})
-        // Closed rather than pooled: a connection whose unlock failed would keep the lock.
-        client.release(true)
-      }),
+    (holder) => Effect.promise(() => holder.release()),
   )
 })
+
+/** How often a process whose sandbox chains' lock connection was lost tries to take the lock again. */
+const sandbox_chains_relock_interval_ms = 1_000
+/** How often the lock's connection is checked with a statement. */
+const sandbox_chains_heartbeat_ms = 10_000
+
+/**
+ * The sandbox chains' lock, held on a connection of its own. The lock lives as long as that
+ * connection: lost (the server restarted, the connection broke), it is taken again as soon as the
+ * database answers; should another process have taken it meanwhile (and with it the chains), this
+ * one stops, its chains with it, rather than run on beside the other's.
+ */
+const sandboxChainsLock = (pool: pg.Pool) => {
+  let client: pg.PoolClient | undefined
+  let releasing = false
+  let retry: NodeJS.Timeout | undefined
+  let beat: NodeJS.Timeout | undefined
+  // A signal to stop: the embedded server may go first (Ctrl-C reaches its process group too), and
+  // its lost connection is no lost lock then.
+  const stopping = () => {
+    releasing = true
+  }
+  process.once("SIGINT", stopping)
+  process.once("SIGTERM", stopping)
+  const log = (message: string, fields: Record<string, unknown> = {}, level = "ERROR") =>
+    process.stderr.write(
+      `${JSON.stringify({ message, ...fields, level, timestamp: new Date().toISOString() })}\n`,
+    )
+  /** True when this process holds the lock now; false when another does. Throws when the database fails. */
+  const take = async (): Promise<boolean> => {
+    const taken = await pool.connect()
+    const locked = await taken
+      .query<{ locked: boolean }>("select pg_try_advisory_lock(hashtextextended($1, 0)) as locked", [
+        sandbox_chains_lock,
+      ])
+      .catch((error: unknown) => {
+        taken.release(true)
+        throw error
+      })
+    if (locked.rows[0]?.locked !== true) {
+      taken.release()
+      return false
+    }
+    client = taken
+    const lost = (why: string) => {
+      if (releasing || client !== taken) return
+      client = undefined
+      clearInterval(beat)
+      taken.release(true)
+      log("the sandbox chains' database lock was lost: taking it again", { reason: why }, "WARN")
+      retake()
+    }
+    taken.on("error", (error: Error) => lost(String(error)))
+    taken.on("end", () => lost("the connection ended"))
+    // A connection cut without a word (a partition, a dropped flow) is found by a statement that
+    // gets no answer within the pool's deadline.
+    beat = setInterval(() => {
+      taken.query("select 1").catch((error: unknown) => lost(String(error)))
+    }, sandbox_chains_heartbeat_ms)
+    beat.unref()
+    return true
+  }
+  const retake = () => {
+    retry = setTimeout(async () => {
+      retry = undefined
+      if (releasing) return
+      const held = await take().catch(() => undefined)
+      if (held === undefined) return retake()
+      if (held) return log("the sandbox chains' database lock was taken again", {}, "INFO")
+      log("another process took the sandbox chains' database lock while it was lost: stopping")
+      process.kill(process.pid, "SIGTERM")
+    }, sandbox_chains_relock_interval_ms)
+  }
+  const release = async () => {
+    releasing = true
+    if (retry !== undefined) clearTimeout(retry)
+    clearInterval(beat)
+    process.off("SIGINT", stopping)
+    process.off("SIGTERM", stopping)
+    const held = client
+    client = undefined
+    if (held === undefined) return
+    await held
+      .query("select pg_advisory_unlock(hashtextextended($1, 0))", [sandbox_chains_lock])
+      .catch(() => {})
+    // Closed rather than pooled: a connection whose unlock failed would keep the lock.
+    held.release(true)
+  }
+  return { take, release }
+}
 
 /** The advisory lock of the process that runs a database's sandbox chains. */
 const sandbox_chains_lock = "platform:sandbox-chains"

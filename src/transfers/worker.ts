@@ -490,17 +490,23 @@ export function startTransferWorker(
     // held while the node answers), and a refusal that fails the transfer is claimed on the row
     // under that lease, before another job may send them: were gas to arrive between a refusal
     // and a second job's send, the bytes would land while the failure released the funds.
+    // The first attempt is recorded with the lease, in one statement (before the bytes leave, so a
+    // crash right after sending counts): a later job on the same transfer (an expired job run
+    // again) finds it recorded, and takes a refusal as no proof.
     const leased = await pool.query<{
       /** The lease's end, as text: exact to the microsecond (a Date keeps milliseconds). */
       lease: string
-      broadcast_attempted_at: Date | null
-      broadcast_at: Date | null
+      first_attempt: boolean
     }>(
-      `update platform.chain_transfers
-          set broadcast_lease_until = clock_timestamp() + make_interval(secs => $2)
-        where transfer_id = $1 and status = 'pending' and failure_code is null
-          and (broadcast_lease_until is null or broadcast_lease_until < clock_timestamp())
-        returning broadcast_lease_until::text as lease, broadcast_attempted_at, broadcast_at`,
+      `update platform.chain_transfers t
+          set broadcast_lease_until = clock_timestamp() + make_interval(secs => $2),
+              broadcast_attempted_at = coalesce(t.broadcast_attempted_at, case when t.broadcast_at is null then now() end)
+         from (select broadcast_attempted_at, broadcast_at from platform.chain_transfers
+                where transfer_id = $1 for update) before
+        where t.transfer_id = $1 and t.status = 'pending' and t.failure_code is null
+          and (t.broadcast_lease_until is null or t.broadcast_lease_until < clock_timestamp())
+        returning t.broadcast_lease_until::text as lease,
+                  (before.broadcast_attempted_at is null and before.broadcast_at is null) as first_attempt`,
       [row.transfer_id, broadcast_lease_s],
     )
     const held = leased.rows[0]
@@ -513,16 +519,7 @@ export function startTransferWorker(
     }
     let lease_held = true
     try {
-      // The first attempt is the one that records it (before the bytes leave, so a crash right
-      // after sending counts): a later job on the same transfer (an expired job run again) finds
-      // it recorded, and takes a refusal as no proof.
-      const first_attempt = held.broadcast_attempted_at === null && held.broadcast_at === null
-      if (first_attempt) {
-        await pool.query(
-          "update platform.chain_transfers set broadcast_attempted_at = now() where transfer_id = $1",
-          [row.transfer_id],
-        )
-      }
+      const { first_attempt } = held
       const sent = await Effect.runPromise(Effect.result(adapterOf(row).broadcast(row.raw_transaction)))
       if (Result.isSuccess(sent)) {
         await pool.query(
@@ -1038,12 +1035,18 @@ export function startTransferWorker(
     for (const wake of [...idle]) wake()
   }
 
-  /** True when the transfer is pending on a chain this process has no adapter for. */
+  /**
+   * True when the transfer is pending on a chain this process has no adapter for, and needs it: a
+   * claimed failure or a recorded outcome is settled in the ledger alone, by any process.
+   */
   const runElsewhere = async (transfer_id: string): Promise<boolean> => {
-    const row = await loadRow(pool, transfer_id)
+    const found = await loadRowAndOutcome(pool, transfer_id)
+    if (found === undefined) return false
+    const { row, recorded } = found
     return (
-      row !== undefined &&
       row.status === "pending" &&
+      row.failure_code === null &&
+      recorded === undefined &&
       adapterFor(routes, row.environment, row.chain) === undefined
     )
   }

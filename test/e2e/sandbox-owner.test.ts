@@ -3,7 +3,8 @@
 // clear message, so it never fails the first process's pending transfers as "dropped" (releasing
 // funds whose tokens the first process's chain still moves). A transfer the first process signed
 // completes while the refused start comes and goes; a process without sandbox chains shares the
-// database as before. A process whose lock's connection is lost stops, and another may then run them.
+// database as before. A lock whose connection is lost is taken again; a process that finds it taken by
+// another meanwhile stops, and another may then run the chains.
 import { randomBytes } from "node:crypto"
 import { type Address, createPublicClient, erc20Abi, http } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
@@ -110,23 +111,47 @@ describe("the sandbox's chains of one database", () => {
     })
     expect(held).toBe(25_000_000n)
 
-    // The lock lives as long as its connection: lost, the process that ran the chains stops (its
-    // chains with it) rather than run on while another may take them over.
-    await first.database.pool.query(
-      `select pg_terminate_backend(pid) from pg_locks
-        where locktype = 'advisory' and granted and pid <> pg_backend_pid()
-          and objid = (hashtextextended('platform:sandbox-chains', 0) & 4294967295)::bigint::oid`,
-    )
-    const stopping = Date.now() + 60_000
+    // The lock lives as long as its connection. Lost, it is taken again once the database answers,
+    // and the process runs on; taken meanwhile by another process, this one stops, its chains with it.
+    const lock_key = "hashtextextended('platform:sandbox-chains', 0)"
+    const terminateLockHolder = () =>
+      first.database.pool.query(
+        `select pg_terminate_backend(pid) from pg_locks
+          where locktype = 'advisory' and granted and pid <> pg_backend_pid()
+            and objid = (${lock_key} & 4294967295)::bigint::oid`,
+      )
+    const until = async (done: () => Promise<boolean> | boolean, what: string) => {
+      const deadline = Date.now() + 60_000
+      while (!(await done())) {
+        expect(Date.now(), what).toBeLessThan(deadline)
+        await new Promise((resolve) => setTimeout(resolve, 200))
+      }
+    }
     const answers = async () =>
       fetch(`${first.url}/health`).then(
-        () => true,
+        (response) => response.status === 200,
         () => false,
       )
-    while ((await answers()) && Date.now() < stopping)
-      await new Promise((resolve) => setTimeout(resolve, 200))
-    expect(await answers()).toBe(false)
-    expect(first.output()).toContain("the sandbox chains' database lock was lost: stopping")
+    await terminateLockHolder()
+    await until(
+      () => first.output().includes("the sandbox chains' database lock was taken again"),
+      "taken again",
+    )
+    expect(await answers()).toBe(true)
+
+    const other = await first.database.pool.connect()
+    try {
+      await terminateLockHolder()
+      // Waits for the terminated connection to end, then holds the lock before the platform's retry.
+      await other.query(`select pg_advisory_lock(${lock_key})`)
+      await until(async () => !(await answers()), "the platform stops")
+      expect(first.output()).toContain(
+        "another process took the sandbox chains' database lock while it was lost: stopping",
+      )
+      await other.query(`select pg_advisory_unlock(${lock_key})`)
+    } finally {
+      other.release()
+    }
     // Its chains ended with it: another process may run them now.
     const next = await startPlatform(env, { database: first.database })
     started.push(next)

@@ -906,6 +906,23 @@ describe("on-chain transfers (EVM)", () => {
     expect(await tokenBalance(recipient)).toBe(1_000_000n)
   })
 
+  it("settles a claimed failure in a process that does not run its chain: settling needs none", async () => {
+    const wallet = await fundedWallet(51)
+    const requested = await request(wallet, testWallet(52).address, 1_000_000n)
+    // Given up (or refused) and claimed by a process that then stopped before settling it.
+    await db.pool.query(
+      "update platform.chain_transfers set failure_code = 'node_unavailable', failure_message = 'gave up' where transfer_id = $1",
+      [requested.transfer_id],
+    )
+    const row = await withWorker(
+      () => settled(requested.transfer_id),
+      chainRoutes({ production: new Map([["ethereum", harness.adapter]]) }),
+    )
+    expect(row).toMatchObject({ status: "failed", failure_code: "node_unavailable" })
+    const payer = await account(walletAccountId(wallet.wallet_id, asset))
+    expect(payer.debits_pending).toBe(0n)
+  })
+
   it("keeps a signed transfer's job going past the queue's retries while its node fails, and completes it when the node answers", async () => {
     const wallet = await fundedWallet(12)
     await node.setBalance(wallet.address, 10n ** 19n)
