@@ -55,6 +55,17 @@ const alreadyReleased = (error: { readonly _tag: string }) =>
  * read (the identifier has since moved to another wallet, and another settlement posted to that one)
  * is refused with `IdempotencyKeyReused` instead of replaying the other's post as its own.
  */
+/** A settlement's post of the payment's reservation, and the key it is sent under. */
+const settlementPost = (txn: string) => ({
+  command: {
+    type: "PostPendingTransfer" as const,
+    transfer_id: `${txn}:post`,
+    pending_id: txn,
+    now_ms: Date.now(),
+  },
+  context: { actor: "settlement", correlation_id: txn, idempotency_key: `settle:${txn}:post` },
+})
+
 export const postSettlement = (
   writer: LedgerWriterService,
   scope: { readonly tenant_id: string; readonly environment: Environment },
@@ -69,16 +80,9 @@ export const postSettlement = (
     transaction_id: txn,
     to_wallet_id,
   }
-  const command = {
-    type: "PostPendingTransfer" as const,
-    transfer_id: `${txn}:post`,
-    pending_id: txn,
-    now_ms: Date.now(),
-  }
+  const { command, context } = settlementPost(txn)
   return writer.execute(ledgerOf(scope.tenant_id, scope.environment), command, {
-    actor: "settlement",
-    correlation_id: txn,
-    idempotency_key: `settle:${txn}:post`,
+    ...context,
     fingerprint: `${commandFingerprint(command)}:payee=${to_wallet_id}`,
     attachment,
   })
@@ -92,17 +96,13 @@ const isPayeelessPost = (
   writer: LedgerWriterService,
   scope: { readonly tenant_id: string; readonly environment: Environment },
   txn: string,
-) =>
-  writer
-    .execute(
-      ledgerOf(scope.tenant_id, scope.environment),
-      { type: "PostPendingTransfer", transfer_id: `${txn}:post`, pending_id: txn, now_ms: Date.now() },
-      { actor: "settlement", correlation_id: txn, idempotency_key: `settle:${txn}:post` },
-    )
-    .pipe(
-      Effect.map((done) => done.replayed),
-      Effect.orElseSucceed(() => false),
-    )
+) => {
+  const { command, context } = settlementPost(txn)
+  return writer.execute(ledgerOf(scope.tenant_id, scope.environment), command, context).pipe(
+    Effect.map((done) => done.replayed),
+    Effect.orElseSucceed(() => false),
+  )
+}
 
 /**
  * Settles one payment: "unlinked" when the payee was not recorded yet and the identifier is no
@@ -174,9 +174,8 @@ const settleOne = (
       // this is that payee: a post recorded before the payee was part of the fingerprint. Or the
       // post is a version's that recorded no payee (before 2026-11-28): its release goes to the
       // wallet linked now, as that version's would have gone to the one linked then.
-      if (payment.to_wallet_id === null && (yield* isPayeelessPost(writer, scope, txn))) {
-        // Released below.
-      } else if (payment.to_wallet_id !== to_wallet_id) return "taken" as const
+      const payeeless = payment.to_wallet_id === null && (yield* isPayeelessPost(writer, scope, txn))
+      if (!payeeless && payment.to_wallet_id !== to_wallet_id) return "taken" as const
     } else if (posted.success === "unlinked") {
       // The identifier was unlinked from this payee before the post: nothing moved, the payment waits.
       return "unlinked" as const

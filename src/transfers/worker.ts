@@ -221,22 +221,25 @@ const loadRowAndOutcome = async (db: pg.Pool, transfer_id: string) => {
 }
 
 /**
- * Claims `failure` on a pending row that has none yet (a row in a transaction that holds its lock,
- * or the lock its signing or broadcast takes); answers the failure the row holds now: this one, or
- * one claimed before. Undefined when the row is settled already.
+ * Claims `failure` on a pending row that has none yet (under its signing lock, or under `lease`, the
+ * broadcast lease, which it then ends); answers the failure the row holds now: this one, or one
+ * claimed before. Undefined when the row is settled already, or the lease is no longer this one.
  */
 const claimFailure = async (
-  client: pg.PoolClient,
+  db: pg.Pool | pg.PoolClient,
   transfer_id: string,
   failure: Failure,
+  lease?: string,
 ): Promise<Failure | undefined> => {
-  const claimed = await client.query(
+  const claimed = await db.query(
     `update platform.chain_transfers
         set failure_code = coalesce(failure_code, $2),
-            failure_message = case when failure_code is null then $3 else failure_message end
+            failure_message = case when failure_code is null then $3 else failure_message end,
+            broadcast_lease_until = case when $4::timestamptz is null then broadcast_lease_until end
       where transfer_id = $1 and status = 'pending'
+        and ($4::timestamptz is null or broadcast_lease_until = $4::timestamptz)
       returning *`,
-    [transfer_id, failure.code, failure.message],
+    [transfer_id, failure.code, failure.message, lease ?? null],
   )
   return claimed.rows[0] === undefined ? undefined : claimedFailure(fromDb(claimed.rows[0]))
 }
@@ -535,18 +538,9 @@ export function startTransferWorker(
       }
       if (!first_attempt && sent.failure._tag !== "TransactionExpired") return "no_answer"
       // Claimed only while the lease is still this job's: past it, another job may have sent them.
-      const failure = refusalFailure(sent.failure)
-      const claimed = await pool.query(
-        `update platform.chain_transfers
-            set failure_code = coalesce(failure_code, $3),
-                failure_message = case when failure_code is null then $4 else failure_message end,
-                broadcast_lease_until = null
-          where transfer_id = $1 and status = 'pending' and broadcast_lease_until = $2::timestamptz
-          returning *`,
-        [row.transfer_id, held.lease, failure.code, failure.message],
-      )
+      const claimed = await claimFailure(pool, row.transfer_id, refusalFailure(sent.failure), held.lease)
       lease_held = false
-      return claimed.rows[0] === undefined ? "no_answer" : claimedFailure(fromDb(claimed.rows[0]))
+      return claimed ?? "no_answer"
     } finally {
       if (lease_held) {
         await pool
