@@ -27,6 +27,11 @@ export const transfer_queue = "chain-transfer"
 
 export interface TransferJob {
   readonly transfer_id: string
+  /**
+   * Failed steps in a row of the jobs before this one, when a job was handed back to the queue (its
+   * chain runs in another process): they count towards `sign_attempts_max` with this job's own.
+   */
+  readonly prior_attempts?: number
 }
 
 /** What a transfer's ledger command carries for the hook (`CommandContext.attachment`). */

@@ -174,6 +174,14 @@ const broadcast_lease_s = 120
 const handed_back_delay_s = 5
 const step_retry_delay_max_default = 60
 
+/** The failed steps in a row a job's data carries from the jobs before it (0 when it names none). */
+const priorAttempts = (data: TransferJob): number =>
+  typeof data.prior_attempts === "number" &&
+  Number.isSafeInteger(data.prior_attempts) &&
+  data.prior_attempts > 0
+    ? data.prior_attempts
+    : 0
+
 /** Creates (or updates) the transfer queue; a request's hook needs it to exist. */
 export async function createTransferQueue(
   boss: PgBoss,
@@ -701,15 +709,14 @@ export function startTransferWorker(
       [transfer_queue, job.id],
     )
     const retry_count = Math.max(job.retryCount, claimed.rows[0]?.retry_count ?? 0)
-    const attempts = retry_count + 1
+    const attempts = priorAttempts(job.data) + retry_count + 1
     if (row.tx_hash === null && attempts >= sign_attempts_max && (await giveUpUnsigned(row, attempts)))
       return "settled"
     if (retry_count >= job.retryLimit) {
-      await boss.insert(
-        transfer_queue,
-        [{ data: job.data, startAfter: job.retryDelayMax ?? step_retry_delay_max }],
-        { db: pgBossDb(pool) },
-      )
+      const data: TransferJob = { transfer_id: job.data.transfer_id, prior_attempts: attempts }
+      await boss.insert(transfer_queue, [{ data, startAfter: job.retryDelayMax ?? step_retry_delay_max }], {
+        db: pgBossDb(pool),
+      })
     }
     return "retry"
   }
@@ -1064,7 +1071,11 @@ export function startTransferWorker(
         // to the queue for it, this one ends without touching the transfer (both in one
         // transaction: never two jobs, never none).
         await inTransaction(pool, async (client) => {
-          await boss.insert(transfer_queue, [{ data: job.data, startAfter: handed_back_delay_s }], {
+          const data: TransferJob = {
+            transfer_id: job.data.transfer_id,
+            prior_attempts: priorAttempts(job.data) + job.retryCount,
+          }
+          await boss.insert(transfer_queue, [{ data, startAfter: handed_back_delay_s }], {
             db: pgBossDb(client),
           })
           await boss.complete(transfer_queue, job.id, null, { db: pgBossDb(client) })

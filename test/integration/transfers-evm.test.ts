@@ -656,6 +656,60 @@ describe("on-chain transfers (EVM)", () => {
     expect((await outboxEvents(row.transfer_id)).map((event) => event.event_type)).toEqual(["payment.failed"])
   }, 180_000)
 
+  it("counts the attempts of a job handed back by a process that does not run the chain towards the give-up", async () => {
+    const unreachable = makeEvmAdapter({
+      chain_id: transfer_chain_id,
+      rpc_url: "http://127.0.0.1:9/",
+      finality_confirmations: 1,
+    })
+    const routes = chainRoutes({ sandbox: new Map([["ethereum", unreachable]]) })
+    const wallet = await fundedWallet(60)
+    const requested = await request(wallet, testWallet(61).address, 4_000_000n, null, "sandbox", {
+      ...deps,
+      routes,
+    })
+    const options = { sign_attempts_max: 3, step_retry_delay_max_seconds: 1 }
+    const queued = async (since: Date) =>
+      (
+        await db.pool.query<{ n: number }>(
+          `select count(*)::int as n from pgboss.job
+            where name = $1 and data->>'transfer_id' = $2 and state = 'created' and created_on >= $3`,
+          [transfer_queue, requested.transfer_id, since],
+        )
+      ).rows[0]?.n ?? 0
+    const waitFor = async (done: () => Promise<boolean>) => {
+      const deadline = Date.now() + settle_wait_ms_max
+      while (!(await done())) {
+        if (Date.now() > deadline) throw new Error("timed out")
+        await new Promise((resolve) => setTimeout(resolve, 50))
+      }
+    }
+    // Two attempts fail in the process that runs the chain (its node unreachable)...
+    const first: Array<unknown> = []
+    await withWorker(() => waitFor(async () => first.length >= 2), routes, {
+      ...options,
+      onError: (error) => first.push(error),
+    })
+    expect(first).toHaveLength(2)
+    // ...then a process without the chain takes the retry and hands the job back...
+    const since = new Date()
+    await withWorker(
+      () => waitFor(async () => (await queued(since)) > 0),
+      chainRoutes({ sandbox: new Map() }),
+      options,
+    )
+    // ...and the third attempt in a row, wherever it runs, is the last.
+    const last: Array<unknown> = []
+    const row = await withWorker(() => settled(requested.transfer_id), routes, {
+      ...options,
+      onError: (error) => last.push(error),
+    })
+    expect(row).toMatchObject({ status: "failed", failure_code: "node_unavailable", tx_hash: null })
+    expect(row.failure_message).toContain("failed on 3 attempts in a row")
+    expect(last).toHaveLength(1)
+    await kit.expectReleased(wallet)
+  }, 180_000)
+
   it("never signs a transfer whose give-up was claimed (the worker stopped before settling it): the next job settles the failure", async () => {
     const wallet = await fundedWallet(13)
     const requested = await request(wallet, testWallet(25).address, 2_000_000n)
