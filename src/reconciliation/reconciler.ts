@@ -114,6 +114,13 @@ export interface ReconcileOptions {
  */
 const chain_read_deadline_ms_default = 10_000
 
+/**
+ * How long the report of a chain no process reconciles any more is kept after its last run: three
+ * times the longest interval (RECONCILIATION_INTERVAL_SECONDS at most a day), so a process that runs
+ * the chain always stores it again first.
+ */
+export const report_stale_ms = 3 * 86_400_000
+
 interface LedgerRow {
   account_id: string
   kind: string
@@ -386,7 +393,8 @@ const storeReport = async (pool: pg.Pool, report: ReconciliationReport): Promise
 
 /**
  * Reconciles every token of every chain the tenant has wallets on in `environment` (chains with no
- * adapter running there are skipped, and their earlier reports deleted), stores the reports and
+ * adapter running in this process are skipped, and their reports deleted once no run has stored
+ * them for `report_stale_ms`), stores the reports and
  * returns them with what the store keeps
  * (`drift_since`, `last_matched_at`, and for an `unavailable` one the figures of the last complete
  * read); a chain that cannot be
@@ -423,18 +431,25 @@ export const reconcileTenant = async (
       reports.push(await storeReport(deps.pool, report))
     }
   }
-  // A chain (or token) no longer reconciled here has no report, not its last one kept for ever; a
-  // report another run stored since this one started (a chain it reconciles) stays.
+  // A token no longer reconciled on a chain this process runs has no report, not its last one kept
+  // for ever. A chain this process does not run may run in another (the sandbox's chains run in one
+  // process; each process has its own CHAIN_RPC_URL_*): its report goes only once no run has stored
+  // it for `report_stale_ms`. A report another run stored since this one started stays.
   await deps.pool.query(
     `delete from platform.reconciliation_reports r
       where r.tenant_id = $1 and r.environment = $2 and r.checked_at < $5
-        and (r.chain, r.token) not in (select * from unnest($3::text[], $4::text[]))`,
+        and (r.chain, r.token) not in (select * from unnest($3::text[], $4::text[]))
+        and (r.chain = any($6::text[]) or r.checked_at < $5::timestamptz - make_interval(secs => $7))`,
     [
       tenant_id,
       environment,
       reports.map((report) => report.chain),
       reports.map((report) => report.token),
       started,
+      chains.rows
+        .map(({ chain }) => chain)
+        .filter((chain) => deps.chains.get(environment, chain) !== undefined),
+      report_stale_ms / 1000,
     ],
   )
   return reports

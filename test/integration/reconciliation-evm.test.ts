@@ -15,7 +15,7 @@ import { makeMintTally, mintTallyKey } from "../../src/chains/mint-tally.ts"
 import { deployStablecoin } from "../../src/chains/stablecoin.ts"
 import type { MintTally, RunningChain } from "../../src/ports/chains.ts"
 import { startProjection } from "../../src/projections/runner.ts"
-import { reconcileTenant } from "../../src/reconciliation/reconciler.ts"
+import { reconcileTenant, report_stale_ms } from "../../src/reconciliation/reconciler.ts"
 import type { SourceWallet } from "../../src/transfers/request.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { callStablecoin, test_mnemonic, testWallet } from "../support/evm.ts"
@@ -281,23 +281,56 @@ describe("reconciliation with money in flight (EVM)", () => {
     )
     expect(stored.rows).toEqual([{ status: "matched", checked_at: ahead }])
   })
-  it("keeps no report for a chain no longer reconciled (its node turned off)", async () => {
+  it("keeps the report of a chain another process reconciles, and none once no process has for the stale period", async () => {
     // An earlier run's report (the test before left one dated ahead).
     await db.pool.query(
       "update platform.reconciliation_reports set checked_at = now() - interval '1 minute' where tenant_id = $1",
       [tenant_id],
     )
     expect((await reconcile()).chain).toBe("ethereum")
-    const none = await reconcileTenant(
-      { pool: db.pool, chains: { get: () => undefined } },
-      tenant_id,
-      "sandbox",
-    )
-    expect(none).toEqual([])
-    const stored = await db.pool.query(
-      "select count(*)::int as n from platform.reconciliation_reports where tenant_id = $1",
+    const stored = async () =>
+      (
+        await db.pool.query<{ n: number }>(
+          "select count(*)::int as n from platform.reconciliation_reports where tenant_id = $1",
+          [tenant_id],
+        )
+      ).rows[0]?.n
+    // A process that does not run the chain (another one does: its report is a minute old).
+    const elsewhere = () =>
+      reconcileTenant({ pool: db.pool, chains: { get: () => undefined } }, tenant_id, "sandbox")
+    await db.pool.query(
+      "update platform.reconciliation_reports set checked_at = now() - interval '1 minute' where tenant_id = $1",
       [tenant_id],
     )
-    expect(stored.rows[0]?.n).toBe(0)
+    expect(await elsewhere()).toEqual([])
+    expect(await stored()).toBe(1)
+    // Its node turned off everywhere: no run has stored the report for longer than the stale period.
+    await db.pool.query(
+      "update platform.reconciliation_reports set checked_at = now() - make_interval(secs => $2) - interval '1 minute' where tenant_id = $1",
+      [tenant_id, report_stale_ms / 1000],
+    )
+    expect(await elsewhere()).toEqual([])
+    expect(await stored()).toBe(0)
+  })
+
+  it("keeps no report for a token no longer reconciled on a chain it runs", async () => {
+    const report = await reconcile()
+    // A token reconciled before, no longer configured on this chain.
+    await db.pool.query(
+      `insert into platform.reconciliation_reports (tenant_id, environment, chain, token, token_decimals,
+         status, ledger_balance, on_chain_balance, pending_outgoing, pending_incoming, difference, drift,
+         accounts, checked_at, drift_since, error, last_matched_at)
+       select tenant_id, environment, chain, 'DROPPED', token_decimals, status, ledger_balance,
+              on_chain_balance, pending_outgoing, pending_incoming, difference, drift, accounts,
+              checked_at - interval '1 minute', drift_since, error, last_matched_at
+         from platform.reconciliation_reports where tenant_id = $1`,
+      [tenant_id],
+    )
+    expect((await reconcile()).token).toBe(report.token)
+    const tokens = await db.pool.query<{ token: string }>(
+      "select token from platform.reconciliation_reports where tenant_id = $1",
+      [tenant_id],
+    )
+    expect(tokens.rows.map((row) => row.token)).toEqual([report.token])
   })
 })
