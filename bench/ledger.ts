@@ -82,14 +82,14 @@ const fundCommand = (index: number, now_ms: number): LedgerCommand => ({
 /** pgbench ships with Debian's postgresql-client. */
 const findPgbench = (): string | undefined => findOrInstall("pgbench", "postgresql-client")
 
-const runPgbench = (port: number, serverUrl: string): number | null => {
+const runPgbench = (socketDir: string, port: number, serverUrl: string): number | null => {
   const pgbench = findPgbench()
   if (pgbench === undefined) {
     log("pgbench unavailable: baseline skipped")
     return null
   }
   const env = { ...process.env, PGPASSWORD: new URL(serverUrl).password }
-  const common = ["-h", "127.0.0.1", "-p", String(port), "-U", "postgres"]
+  const common = ["-h", socketDir, "-p", String(port), "-U", "postgres"]
   execFileSync(pgbench, ["-i", "-s", "10", "-q", ...common, "pgbench"], {
     env,
     stdio: ["ignore", "ignore", "pipe"],
@@ -265,7 +265,7 @@ const main = async () => {
 
     log(`\n[1/3] pgbench TPC-B, scale 10, 16 clients, ${seconds} s`)
     const pgbench_tps = phases.has("pgbench")
-      ? runPgbench(server.port, await ensureDatabase(server.url, "pgbench"))
+      ? runPgbench(path.join(dataDir, "pg"), server.port, await ensureDatabase(server.url, "pgbench"))
       : null
 
     log(

@@ -1,5 +1,5 @@
 /**
- * The ledger's command line: `npm run ledger -- <command>`. It opens the platform database the way
+ * The ledger's command line: `npm run -s ledger -- <command>`. It opens the platform database the way
  * the platform does (DATABASE_URL, or the embedded server in DATA_DIR, shared if the platform is
  * running) and works on the event store and the read model directly.
  *
@@ -26,7 +26,7 @@ import { replay } from "./replay.ts"
 import { settledPosition } from "./settled.ts"
 import { verifyEvents } from "./verify.ts"
 
-const help_text = `Usage: npm run ledger -- <command> [options]
+const help_text = `Usage: npm run -s ledger -- <command> [options]
 
 Commands:
   verify    Check every stream's hash chain (contiguous versions, prev_hash links, recomputed
@@ -320,7 +320,7 @@ const main = async (argv: ReadonlyArray<string>, io: Io): Promise<number> => {
     // The reader went away (`export | head`): what it wanted was written; stop quietly.
     if (reader_gone && (error as NodeJS.ErrnoException | null)?.code === "EPIPE") return 0
     if (error instanceof UsageError || error instanceof ConfigError) {
-      io.err.write(`ledger: ${error.message}\nRun "npm run ledger -- --help" for usage.\n`)
+      io.err.write(`ledger: ${error.message}\nRun "npm run -s ledger -- --help" for usage.\n`)
       return 2
     }
     // An operator needs the message; the stack only when debugging.

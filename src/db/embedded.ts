@@ -4,7 +4,9 @@
  *
  * Clients connect through the server's Unix-domain socket in that directory: every round trip skips
  * the TCP stack, which on loopback costs both ends a kernel pass per write (the ledger's commits and
- * the platform's lookups are many small round trips). The TCP port stays open for tools.
+ * the platform's lookups are many small round trips). The server listens on nothing else: the
+ * socket's directory is what keeps other local accounts out (the password is fixed). The port only
+ * names the socket (`.s.PGSQL.<port>`).
  */
 import { execFileSync, spawn } from "node:child_process"
 import { createHash } from "node:crypto"
@@ -334,8 +336,11 @@ const startOrShare = async (databaseDir: string, options: EmbeddedOptions): Prom
   const port = options.port ?? (await freePort())
   const log = options.log ?? (() => {})
   const postgresFlags = [
+    // No TCP: the server is reached through its socket in DATA_DIR/pg only, a directory only the
+    // server's user (and root) may enter. On TCP, any local account could log in with the
+    // server's fixed password, as superuser.
     "-c",
-    "listen_addresses=127.0.0.1",
+    "listen_addresses=",
     "-c",
     `unix_socket_directories=${databaseDir}`,
     "-c",

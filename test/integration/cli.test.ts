@@ -169,7 +169,7 @@ describe("ledger CLI", () => {
   it("prints help and exits 0", async () => {
     const result = await runCli(["--help"])
     expect(result.code).toBe(0)
-    expect(result.stdout).toMatch(/Usage: npm run ledger -- <command>/)
+    expect(result.stdout).toMatch(/Usage: npm run -s ledger -- <command>/)
     expect(result.stdout).toMatch(/verify/)
   })
 

@@ -30,6 +30,15 @@ describe("the embedded PostgreSQL's Unix-domain socket", () => {
       expect(fs.readdirSync(path.join(dataDir, "pg")).filter((name) => name.startsWith(".s.PGSQL."))).toEqual(
         [`.s.PGSQL.${server.port}`, `.s.PGSQL.${server.port}.lock`],
       )
+      // And nothing else: on TCP, any local account could log in with the fixed password.
+      const tcp = new pg.Client({
+        host: "127.0.0.1",
+        port: server.port,
+        user: "postgres",
+        password: "postgres",
+        database: "postgres",
+      })
+      await expect(tcp.connect()).rejects.toThrow(/ECONNREFUSED/)
     } finally {
       await server.stop()
       fs.rmSync(base, { recursive: true })
