@@ -51,6 +51,8 @@ interface KeyRow {
   created_at: Date
   expires_at: Date | null
   revoked_at: Date | null
+  /** The database's time when the row was read: a key's status follows the clock its expiry was set by. */
+  now: Date
 }
 
 export const keyPrefix = (environment: Environment) =>
@@ -62,7 +64,10 @@ const sha256 = (text: string): Buffer => hash("sha256", text, "buffer")
 /** An API key's SHA-256 in base64: what the key cache is keyed by. */
 const keyDigest = (api_key: string): string => hash("sha256", api_key, "base64")
 
-export const toKeyView = (row: KeyRow, now_ms: number = Date.now()): ApiKeyView => ({
+const keyColumns =
+  "key_id, environment, prefix, scopes, name, created_at, expires_at, revoked_at, now() as now"
+
+export const toKeyView = (row: KeyRow): ApiKeyView => ({
   key_id: row.key_id,
   environment: row.environment,
   prefix: row.prefix,
@@ -76,7 +81,7 @@ export const toKeyView = (row: KeyRow, now_ms: number = Date.now()): ApiKeyView 
       ? "revoked"
       : row.expires_at === null
         ? "active"
-        : row.expires_at.getTime() > now_ms
+        : row.expires_at.getTime() > row.now.getTime()
           ? "expiring"
           : "expired",
 })
@@ -98,7 +103,7 @@ export const insertKey = async (
   const found = await db.query<KeyRow>(
     `insert into platform.api_keys (key_id, tenant_id, environment, secret_sha256, prefix, scopes, name, created_at)
      values ($1, $2, $3, $4, $5, $6, $7, now())
-     returning key_id, environment, prefix, scopes, name, created_at, expires_at, revoked_at`,
+     returning ${keyColumns}`,
     [
       newId(idPrefixes.key),
       spec.tenant_id,
@@ -113,8 +118,6 @@ export const insertKey = async (
   if (row === undefined) throw new Error("insert returned no key")
   return { ...toKeyView(row), api_key }
 }
-
-const keyColumns = "key_id, environment, prefix, scopes, name, created_at, expires_at, revoked_at"
 
 /**
  * The tenant's keys of both environments, newest first, paged by key id (`starting_after` = the
@@ -141,13 +144,7 @@ export const listKeys = async (
       order by key_id desc limit $3`,
     [tenant_id, filter.starting_after ?? null, filter.limit + 1],
   )
-  const now_ms = Date.now()
-  return toPage(
-    found.rows,
-    filter.limit,
-    (row) => toKeyView(row, now_ms),
-    (key) => key.key_id,
-  )
+  return toPage(found.rows, filter.limit, toKeyView, (key) => key.key_id)
 }
 
 export const getKey = async (
@@ -186,14 +183,14 @@ export const rotateKey = async (
   grace_ms: number,
 ): Promise<RotationOutcome> => {
   // The row lock serialises rotations of one key: the second sees the first's expiry.
-  const found = await client.query<KeyRow & { rotated_to: string | null; now: Date }>(
-    `select ${keyColumns}, rotated_to, now() as now from platform.api_keys
+  const found = await client.query<KeyRow & { rotated_to: string | null }>(
+    `select ${keyColumns}, rotated_to from platform.api_keys
       where tenant_id = $1 and key_id = $2 for update`,
     [tenant_id, key_id],
   )
   const row = found.rows[0]
   if (row === undefined) return { kind: "not_found" }
-  const key = toKeyView(row, row.now.getTime())
+  const key = toKeyView(row)
   if (key.status !== "active") return { kind: "not_active", key, successor_key_id: row.rotated_to }
   const new_key = await insertKey(client, {
     tenant_id,
@@ -285,8 +282,13 @@ export const makeKeyAuthenticator = (pool: pg.Pool, options: { readonly entries_
   }
   const read = async (digest: string, now_ms: number) => {
     const epoch = forgotten
+    // A key's first lookup records its first use: whoever sent it holds its secret (see
+    // `productionFromProduction` in src/http/handlers/tenants.ts).
     const found = await pool.query<Omit<AuthRow, "expires_local_ms"> & { expires_in_ms: number | null }>(
-      `select k.key_id, k.tenant_id, k.environment, k.scopes, t.plan, t.custody_index, t.kyc_status,
+      `with first_use as (
+         update platform.api_keys set first_used_at = now() where secret_sha256 = $1 and first_used_at is null
+       )
+       select k.key_id, k.tenant_id, k.environment, k.scopes, t.plan, t.custody_index, t.kyc_status,
               k.expires_at, k.revoked_at,
               (extract(epoch from k.expires_at - now()) * 1000)::float8 as expires_in_ms
          from platform.api_keys k join platform.tenants t using (tenant_id)

@@ -202,6 +202,16 @@ alter table platform.identities alter column list_position set not null;
 create unique index identities_list_position on platform.identities (tenant_id, environment, list_position);
 `,
   },
+  {
+    version: 307,
+    name: "API keys: first use",
+    // A production key whose secret never reached its tenant (its answer lost, and no replay after
+    // 24 hours) must not keep the tenant's sandbox keys out of production for ever. Keys made before
+    // count as used.
+    sql: `
+alter table platform.api_keys add column first_used_at timestamptz;
+update platform.api_keys set first_used_at = created_at;`,
+  },
 ]
 
 /**

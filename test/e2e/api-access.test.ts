@@ -516,6 +516,97 @@ describe("verification and the production environment", () => {
     ).toBe("revoked")
   })
 
+  describe("a production key whose secret the tenant does not hold", () => {
+    const submission = {
+      legal_name: "Lost Key GmbH",
+      registration_number: "HRB 4242",
+      country: "DE",
+      representative: { name: "Ada Example", country: "DE" },
+    }
+    const verifiedTenant = async () => {
+      const registered = await registerTenant(platform.url)
+      expectOk(await registered.client.post("/api/v1/tenant/verification", submission))
+      return registered
+    }
+    const production = async (sandbox: ApiClient) =>
+      expectOk(await sandbox.post<NewKeyView>("/api/v1/api-keys", { environment: "production" }), 201)
+
+    it("keeps the sandbox keys out for 24 hours unused, then leaves it to them to revoke it or make another", async () => {
+      const { client: sandbox, credentials } = await verifiedTenant()
+      // Its answer lost on the way back: the key was never sent.
+      const lost = await production(sandbox)
+      const revoke = () => sandbox.post(`/api/v1/api-keys/${lost.key_id}/revoke`, {})
+      expectError(await revoke(), 403, "production_key_required")
+      expectError(
+        await sandbox.post("/api/v1/api-keys", { environment: "production" }),
+        403,
+        "production_key_required",
+      )
+      // Past the 24 hours its answer may be replayed, never used: the sandbox key revokes it and makes another.
+      await platform.database.pool.query(
+        "update platform.api_keys set created_at = created_at - interval '24 hours 1 minute' where key_id = $1",
+        [lost.key_id],
+      )
+      expect(expectOk(await sandbox.post<KeyView>(`/api/v1/api-keys/${lost.key_id}/revoke`, {})).status).toBe(
+        "revoked",
+      )
+      const next = await production(sandbox)
+      // One that was used (its secret arrived) keeps the sandbox keys out however old it is.
+      expectOk(await sandbox.as({ ...credentials, api_key: next.api_key }).get("/api/v1/wallets"))
+      await platform.database.pool.query(
+        "update platform.api_keys set created_at = created_at - interval '30 days' where key_id = $1",
+        [next.key_id],
+      )
+      expectError(
+        await sandbox.post("/api/v1/api-keys", { environment: "production" }),
+        403,
+        "production_key_required",
+      )
+    })
+
+    it("leaves a rotation's successor whose secret was lost to the sandbox keys after 24 hours unused", async () => {
+      const { client: sandbox, credentials } = await verifiedTenant()
+      const only = await production(sandbox)
+      const live = sandbox.as({ ...credentials, api_key: only.api_key })
+      const rotated = expectOk(
+        await live.post<{ new_key: NewKeyView }>(`/api/v1/api-keys/${only.key_id}/rotate`, {
+          grace_period_seconds: 604_800,
+        }),
+      )
+      const lost = rotated.new_key.key_id
+      // The old key manages nothing (a leaked one, rotated, must not end its successor)...
+      expectError(await live.post(`/api/v1/api-keys/${lost}/revoke`, {}), 403, "api_key_rotated_out")
+      // ...and the successor, new, keeps the sandbox keys out...
+      expectError(await sandbox.post(`/api/v1/api-keys/${lost}/revoke`, {}), 403, "production_key_required")
+      // ...for the 24 hours its answer may be replayed; never used, it then does not.
+      await platform.database.pool.query(
+        "update platform.api_keys set created_at = created_at - interval '24 hours 1 minute' where key_id = $1",
+        [lost],
+      )
+      expect(expectOk(await sandbox.post<KeyView>(`/api/v1/api-keys/${lost}/revoke`, {})).status).toBe(
+        "revoked",
+      )
+      const next = await production(sandbox)
+      expectOk(await sandbox.as({ ...credentials, api_key: next.api_key }).get("/api/v1/wallets"))
+    })
+
+    it("leaves production to the sandbox keys when a successor is revoked during its predecessor's grace period", async () => {
+      const { client: sandbox, credentials } = await verifiedTenant()
+      const only = await production(sandbox)
+      const live = sandbox.as({ ...credentials, api_key: only.api_key })
+      const rotated = expectOk(
+        await live.post<{ new_key: NewKeyView }>(`/api/v1/api-keys/${only.key_id}/rotate`, {
+          grace_period_seconds: 604_800,
+        }),
+      )
+      const successor = sandbox.as({ ...credentials, api_key: rotated.new_key.api_key })
+      // It leaked: revoked by itself.
+      expectOk(await successor.post(`/api/v1/api-keys/${rotated.new_key.key_id}/revoke`, {}))
+      expectError(await live.post("/api/v1/api-keys", {}), 403, "api_key_rotated_out")
+      await production(sandbox)
+    })
+  })
+
   it("grants production keys (sk_live_) only to a verified tenant, whose production ledger, wallets and webhooks share nothing with the sandbox", async () => {
     const { client: sandbox, credentials } = await registerTenant(platform.url)
     const tenant = expectOk(await sandbox.get<TenantView>("/api/v1/tenant"))

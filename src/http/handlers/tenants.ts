@@ -34,7 +34,13 @@ import { Platform } from "../../platform/service.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
 import { clientAddress } from "../client-address.ts"
 import { ApiError, badRequest, conflict, forbidden, notFound } from "../errors.ts"
-import { type IdempotencyTicket, idempotent, StoredResponseSealer, storedResponse } from "../idempotency.ts"
+import {
+  type IdempotencyTicket,
+  idempotent,
+  StoredResponseSealer,
+  sealed_replay_ms,
+  storedResponse,
+} from "../idempotency.ts"
 import { textLengths, verification_documents_max } from "../limits.ts"
 import {
   characterCount,
@@ -301,12 +307,15 @@ const verifiedFor = (tenant_id: string, environment: string | undefined) =>
 
 /**
  * Production keys and the verification are managed with a production key once the tenant has one
- * that may do it (not revoked, not expired, holding `scope`: keys:manage for keys, tenant:manage for
- * the verification): a sandbox key (in a test suite, a CI job) that leaks must not reach
+ * that may do it (not revoked, not rotated out, holding `scope`: keys:manage for keys, tenant:manage
+ * for the verification): a sandbox key (in a test suite, a CI job) that leaks must not reach
  * production. The first production key can only come from a sandbox key, so it may be created by
  * one; and a tenant whose production keys cannot manage (least-privilege keys only) still manages
- * with its sandbox key, so it never locks itself out. While a rejected verification suspends
- * production, its keys still reach what recovers it (`OpenWhileSuspended`).
+ * with its sandbox key, so it never locks itself out. Nor does a key whose secret the tenant never
+ * received: one never used within `sealed_replay_ms` of its creation (after which its answer is no
+ * longer replayed) counts for nothing. A rotated-out key manages nothing but its own end, so it
+ * counts for nothing either. While a rejected verification suspends production,
+ * its keys still reach what recovers it (`OpenWhileSuspended`).
  */
 const productionFromProduction = (
   caller: Caller,
@@ -322,8 +331,10 @@ const productionFromProduction = (
           pool.query<{ live: boolean }>(
             `select exists (select 1 from platform.api_keys
                              where tenant_id = $1 and environment = 'production' and revoked_at is null
-                               and (expires_at is null or expires_at > now()) and $2 = any (scopes)) as live`,
-            [caller.tenant_id, scope],
+                               and expires_at is null and $2 = any (scopes)
+                               and (first_used_at is not null
+                                    or created_at > now() - make_interval(secs => $3))) as live`,
+            [caller.tenant_id, scope, sealed_replay_ms / 1000],
           ),
         )
         if (found.rows[0]?.live !== true) return
