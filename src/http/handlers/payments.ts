@@ -4,6 +4,7 @@
  * ledger outcomes into responses. Nothing is written before the request is known to be valid.
  */
 import { Effect, Result } from "effect"
+import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import type { CreateTransfers } from "../../../domain/ledger/commands.ts"
 import { paymentFee, paymentTransfers } from "../../../domain/ledger/fee.ts"
@@ -224,14 +225,16 @@ const execute = (caller: Caller, plan: Plan, ticket: IdempotencyTicket | undefin
       return yield* Effect.fail(named)
     }
     // The payment as recorded: a pending one with its reservation's expiry in the ledger.
-    if (!outcome.success.replayed) return toTransaction(withLedgerExpiry(plan.row, outcome.success.events))
-    // A retry of a payment this process did not see start: answer with the recorded payment.
+    if (!outcome.success.replayed)
+      return { view: toTransaction(withLedgerExpiry(plan.row, outcome.success.events)), replayed: false }
+    // A retry of a payment this process did not see start (another process made it under the same
+    // Idempotency-Key, its response not stored yet when this one looked): the recorded payment.
     const original = String(
       outcome.success.events.find((e) => e.event_type.endsWith("Created"))?.data.transfer_id,
     )
     const row = yield* db(() => getPayment(platform.pool, caller.tenant_id, caller.environment, original))
     if (row === undefined) return yield* Effect.die(new Error(`replayed payment ${original} has no record`))
-    return toTransaction(row)
+    return { view: toTransaction(row), replayed: true }
   })
 
 /** Recipients recently read (their normal form costs Unicode work): at most this many, then cleared. */
@@ -326,9 +329,12 @@ const pay = (payload: PayPayload) =>
             correlation_id: request_id,
           }),
         )
-        const view = yield* execute(caller, plan, ticket)
+        const { view, replayed } = yield* execute(caller, plan, ticket)
         if (view.status === "pending") yield* settleIfLinkedMeanwhile(caller, view.recipient)
-        return view
+        // Answered as a replay, like one of a stored response.
+        return replayed
+          ? HttpServerResponse.jsonUnsafe(view, { headers: { "idempotent-replayed": "true" } })
+          : view
       }),
     )
   })

@@ -334,75 +334,86 @@ const createTransfer = (payload: TransferPayload) =>
     const amount = yield* parseMoney(payload.amount, asset, amount_whole_units_max.transfer)
     const metadata = payload.metadata ?? {}
     yield* checkMetadata(metadata)
-    const running = chains.get(caller.environment, chain)
-    const contract = running?.contracts.get(asset.symbol as "USDC" | "USDT")
-    if (running === undefined || contract === undefined) {
-      return yield* badRequest(
-        "chain_unavailable",
-        `On-chain transfers of ${asset.symbol} on ${chain} are not available in ${caller.environment}.`,
-        "chain",
-      )
-    }
     const key_path = yield* walletKeyPath(caller, wallet, chain)
     const to_address = payload.to_address.trim()
+    // The chain is asked for once a retry has had its stored response: a retry that reaches a
+    // process not running the chain (the sandbox's run in one process) still answers its transfer.
+    const runningChain = Effect.suspend(() => {
+      const running = chains.get(caller.environment, chain)
+      const contract = running?.contracts.get(asset.symbol as "USDC" | "USDT")
+      return running === undefined || contract === undefined
+        ? badRequest(
+            "chain_unavailable",
+            `On-chain transfers of ${asset.symbol} on ${chain} are not available in ${caller.environment} on this platform process.`,
+            "chain",
+          )
+        : Effect.succeed({ running, contract })
+    })
     const answer = yield* idempotent(caller, "transfers.create", payload, (ticket) =>
-      requestTransfer(
-        {
-          writer: platform.writer,
-          pool: platform.pool,
-          routes: chainRoutes({ [caller.environment]: new Map([[chain, running.adapter]]) }),
-          // Once the destination is known valid, before anything is reserved.
-          preflight: (destination) =>
-            Effect.andThen(
+      Effect.flatMap(runningChain, ({ running, contract }) =>
+        requestTransfer(
+          {
+            writer: platform.writer,
+            pool: platform.pool,
+            routes: chainRoutes({ [caller.environment]: new Map([[chain, running.adapter]]) }),
+            // Once the destination is known valid, before anything is reserved.
+            preflight: (destination) =>
               Effect.andThen(
-                refuseOtherChainCustody(platform.pool, caller.environment, chain, destination),
+                Effect.andThen(
+                  refuseOtherChainCustody(platform.pool, caller.environment, chain, destination),
+                  () =>
+                    refuseCustodyTokenAccount(
+                      platform.pool,
+                      caller.environment,
+                      chain,
+                      destination,
+                      running.adapter,
+                      [...running.contracts.values()],
+                    ),
+                ),
                 () =>
-                  refuseCustodyTokenAccount(
+                  refuseOnChainShortfall(
                     platform.pool,
-                    caller.environment,
-                    chain,
-                    destination,
+                    // Caught up first (another process may have paid the wallet since this one
+                    // last read the ledger); should that fail, it names what this process knows.
+                    Effect.map(
+                      Effect.andThen(
+                        Effect.ignore(platform.writer.sync(ledgerOf(caller.tenant_id, caller.environment))),
+                        platform.writer.snapshot(ledgerOf(caller.tenant_id, caller.environment)),
+                      ),
+                      ({ state }) => {
+                        const account = state.accounts.get(walletAccountId(wallet.wallet_id, asset))
+                        return account === undefined ? 0n : available(account)
+                      },
+                    ),
                     running.adapter,
-                    [...running.contracts.values()],
+                    wallet,
+                    { asset, contract },
+                    amount,
                   ),
               ),
-              () =>
-                refuseOnChainShortfall(
-                  platform.pool,
-                  Effect.map(
-                    platform.writer.snapshot(ledgerOf(caller.tenant_id, caller.environment)),
-                    ({ state }) => {
-                      const account = state.accounts.get(walletAccountId(wallet.wallet_id, asset))
-                      return account === undefined ? 0n : available(account)
-                    },
-                  ),
-                  running.adapter,
-                  wallet,
-                  { asset, contract },
-                  amount,
-                ),
-            ),
-        },
-        {
-          tenant_id: caller.tenant_id,
-          environment: caller.environment,
-          wallet: { wallet_id: wallet.wallet_id, chain, address: wallet.address, ...key_path },
-          to_address,
-          other_contracts: [...running.contracts.values()],
-          amount,
-          token: { asset, contract },
-          metadata,
-          // The ledger keeps the key with the reservation: a retry answers the transfer as it is now.
-          idempotency_key: ticket?.idempotency_key ?? null,
-          // Stored with the transfer: the key is then taken for every endpoint of the tenant.
-          storedResponse:
-            ticket === undefined ? undefined : (row) => storedResponse(ticket, 202, toPublicTransfer(row)),
-          actor: caller.key_id,
-          correlation_id: request_id,
-          now_ms: Date.now(),
-        },
-      ).pipe(
-        Effect.catch((error) => (error instanceof ApiError ? Effect.fail(error) : transferApiError(error))),
+          },
+          {
+            tenant_id: caller.tenant_id,
+            environment: caller.environment,
+            wallet: { wallet_id: wallet.wallet_id, chain, address: wallet.address, ...key_path },
+            to_address,
+            other_contracts: [...running.contracts.values()],
+            amount,
+            token: { asset, contract },
+            metadata,
+            // The ledger keeps the key with the reservation: a retry answers the transfer as it is now.
+            idempotency_key: ticket?.idempotency_key ?? null,
+            // Stored with the transfer: the key is then taken for every endpoint of the tenant.
+            storedResponse:
+              ticket === undefined ? undefined : (row) => storedResponse(ticket, 202, toPublicTransfer(row)),
+            actor: caller.key_id,
+            correlation_id: request_id,
+            now_ms: Date.now(),
+          },
+        ).pipe(
+          Effect.catch((error) => (error instanceof ApiError ? Effect.fail(error) : transferApiError(error))),
+        ),
       ),
     )
     if (!HttpServerResponse.isHttpServerResponse(answer)) {
