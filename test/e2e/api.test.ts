@@ -502,6 +502,8 @@ describe("payments to an identifier nobody has linked yet", () => {
     const done = await eventAbout("payment.completed", "transaction_id", pending.transaction_id)
     expectSignedDelivery(done)
     expect(done.body.data).toEqual(completed)
+    // The event is dated when the payment completed, not when it went pending: receivers order by it.
+    expect(Date.parse(done.body.created_at)).toBe(Date.parse(completed.completed_at ?? ""))
   })
 
   it("says when each reservation really lapses: concurrent pending payments carry their ledger reservation's expiry", async () => {
@@ -705,6 +707,7 @@ describe("payments to an identifier nobody has linked yet", () => {
       expect(delivery.status).toBe(200)
       expect(delivery.body.event_type).toBe("payment.failed")
       expect(delivery.body.data).toEqual(failed)
+      expect(Date.parse(delivery.body.created_at)).toBe(Date.parse(failed.failed_at ?? ""))
 
       // Linking the identifier afterwards completes nothing: the money was released.
       const late = await createWallet(api, "solana", "late-payee")
@@ -1241,4 +1244,98 @@ describe("a read model held back", () => {
     }
     expect(await usdcOf(own, wallet.wallet_id)).toEqual({ amount: "12.00", reserved: "0.00" })
   }, 60_000)
+})
+
+describe("a one-unit fee, and the faucet's answer", () => {
+  let own: ApiClient
+  let tenant_id: string
+  beforeAll(async () => {
+    const registered = await registerTenant(platform.url)
+    own = registered.client
+    tenant_id = registered.credentials.tenant_id
+  })
+  /** The tenant's fee and escrow accounts' balances in USDC of ethereum, in minor units. */
+  const houseAccounts = async () => {
+    const rows = await platform.database.pool.query<{ account_id: string; balance: string }>(
+      `select account_id, (credits_posted - debits_posted)::text as balance from read_model.ledger_accounts
+        where stream_id = $1 and account_id in ('fees:USDC@ethereum', 'escrow:USDC@ethereum')`,
+      [ledgerStreamId({ tenant: tenant_id, environment: "sandbox" })],
+    )
+    return Object.fromEntries(rows.rows.map((row) => [row.account_id, BigInt(row.balance)]))
+  }
+
+  it("charges a fee of one unit on a direct payment of 0.0002 USDC (0.6 units, rounded half-even)", async () => {
+    const payer = await createWallet(own, "ethereum", "unit-payer")
+    const payee = await createWallet(own, "ethereum", "unit-payee")
+    await fund(own, payer.wallet_id, "1")
+    await link(own, payee.wallet_id, "email", "unit-direct@example.com")
+    const before = await houseAccounts()
+    const paid = expectOk(
+      await pay(own, {
+        recipient: "unit-direct@example.com",
+        amount: "0.0002",
+        token: "USDC",
+        from_wallet: payer.wallet_id,
+      }),
+    )
+    expect(paid).toMatchObject({ status: "completed", amount: "0.0002", fee: "0.000001" })
+    expect(await usdcOf(own, payer.wallet_id)).toEqual({ amount: "0.999799", reserved: "0.00" })
+    expect(await usdcOf(own, payee.wallet_id)).toEqual({ amount: "0.0002", reserved: "0.00" })
+    expect((await houseAccounts())["fees:USDC@ethereum"]).toBe((before["fees:USDC@ethereum"] ?? 0n) + 1n)
+  })
+
+  it("moves a pending payment's one-unit fee to the fee account when it settles, leaving escrow empty", async () => {
+    const payer = await createWallet(own, "ethereum", "unit-pending-payer")
+    const payee = await createWallet(own, "ethereum", "unit-pending-payee")
+    await fund(own, payer.wallet_id, "1")
+    const before = await houseAccounts()
+    const pending = expectOk(
+      await pay(own, {
+        recipient: "unit-pending@example.com",
+        amount: "0.0002",
+        token: "USDC",
+        from_wallet: payer.wallet_id,
+      }),
+    )
+    expect(pending).toMatchObject({ status: "pending", fee: "0.000001" })
+    await link(own, payee.wallet_id, "email", "unit-pending@example.com")
+    const done = await poll(
+      "the payment settled",
+      async () => expectOk(await own.get<TransactionView>(`/api/v1/transactions/${pending.transaction_id}`)),
+      (payment) => payment.status !== "pending",
+    )
+    expect(done.status).toBe("completed")
+    expect(await usdcOf(own, payer.wallet_id)).toEqual({ amount: "0.999799", reserved: "0.00" })
+    expect(await usdcOf(own, payee.wallet_id)).toEqual({ amount: "0.0002", reserved: "0.00" })
+    const after = await houseAccounts()
+    expect(after["fees:USDC@ethereum"]).toBe((before["fees:USDC@ethereum"] ?? 0n) + 1n)
+    expect(after["escrow:USDC@ethereum"]).toBe(0n)
+  })
+
+  it("answers the faucet with the available balance, net of a pending payment's reservation", async () => {
+    const wallet = await createWallet(own, "ethereum", "faucet-reserved")
+    await fund(own, wallet.wallet_id, "50")
+    const pending = expectOk(
+      await pay(own, {
+        recipient: "faucet-nobody@example.com",
+        amount: "10",
+        token: "USDC",
+        from_wallet: wallet.wallet_id,
+      }),
+    )
+    expect(pending.status).toBe("pending")
+    const answered = expectOk(
+      await own.post<BalanceView>("/api/v1/sandbox/faucet", {
+        wallet_id: wallet.wallet_id,
+        token: "USDC",
+        amount: "1",
+      }),
+    )
+    const usdc = (balance: BalanceView) =>
+      balance.tokens.find((token) => token.token === "USDC" && token.chain === "ethereum")
+    expect(usdc(answered)).toMatchObject({ amount: "40.97", reserved: "10.03" })
+    expect(usdc(answered)).toEqual(
+      usdc(expectOk(await own.get<BalanceView>(`/api/v1/wallets/${wallet.wallet_id}/balance`))),
+    )
+  })
 })
