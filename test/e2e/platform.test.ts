@@ -58,10 +58,13 @@ const stopPlatform = (child: ChildProcess): Promise<number | null> =>
     child.kill("SIGTERM")
   })
 
-/** The embedded server's connection string, from PostgreSQL's own lock file in DATA_DIR. */
+/**
+ * The embedded server's connection string, from PostgreSQL's own lock file in DATA_DIR: through its
+ * socket there, the only way in.
+ */
 const embeddedUrl = (): string => {
   const lines = fs.readFileSync(path.join(dataDir, "pg", "postmaster.pid"), "utf8").split("\n")
-  return `postgres://postgres:postgres@127.0.0.1:${lines[3]}/platform`
+  return `postgres://postgres:postgres@${encodeURIComponent(path.join(dataDir, "pg"))}:${lines[3]}/platform`
 }
 
 const isAlive = (pid: number) => {
