@@ -282,11 +282,13 @@ export const makeKeyAuthenticator = (pool: pg.Pool, options: { readonly entries_
   }
   const read = async (digest: string, now_ms: number) => {
     const epoch = forgotten
-    // A key's first lookup records its first use: whoever sent it holds its secret (see
-    // `productionFromProduction` in src/http/handlers/tenants.ts).
+    // A live production key's first lookup records its first use: whoever sent it holds its secret
+    // (see `productionFromProduction` in src/http/handlers/tenants.ts). Nothing else is written.
     const found = await pool.query<Omit<AuthRow, "expires_local_ms"> & { expires_in_ms: number | null }>(
       `with first_use as (
-         update platform.api_keys set first_used_at = now() where secret_sha256 = $1 and first_used_at is null
+         update platform.api_keys set first_used_at = now()
+          where secret_sha256 = $1 and first_used_at is null and environment = 'production'
+            and revoked_at is null and (expires_at is null or expires_at > now())
        )
        select k.key_id, k.tenant_id, k.environment, k.scopes, t.plan, t.custody_index, t.kyc_status,
               k.expires_at, k.revoked_at,

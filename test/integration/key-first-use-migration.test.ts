@@ -1,6 +1,6 @@
 // Proves migration 307 on a database that has lived under 306: the API keys made before count as
-// used (each keeps the sandbox keys out of production as before), and a key made after counts as
-// used once it is first looked up.
+// used (each keeps the sandbox keys out of production as before), and a production key made after
+// counts as used once it is first looked up.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { runMigrations } from "../../src/db/migrate.ts"
 import { platformMigrations } from "../../src/db/migrations.ts"
@@ -37,11 +37,18 @@ describe("migration 307", () => {
     const old = await firstUse("key_old")
     expect(old?.first_used_at).toEqual(old?.created_at)
 
+    await db.pool.query("update platform.tenants set kyc_status = 'verified' where tenant_id = 'ten_a'")
     const made = await insertKey(db.pool, {
+      tenant_id: "ten_a",
+      environment: "production",
+      scopes: ["wallets:read"],
+      name: "new",
+    })
+    const sandbox = await insertKey(db.pool, {
       tenant_id: "ten_a",
       environment: "sandbox",
       scopes: ["wallets:read"],
-      name: "new",
+      name: "sandbox",
     })
     expect((await firstUse(made.key_id))?.first_used_at).toBeNull()
     const keys = makeKeyAuthenticator(db.pool)
@@ -52,5 +59,8 @@ describe("migration 307", () => {
     keys.forgetAll()
     await keys.authenticate(made.api_key, "ten_a", Date.now())
     expect((await firstUse(made.key_id))?.first_used_at).toEqual(used)
+    // A sandbox key's lookup writes nothing (only production keys' first use counts).
+    expect((await keys.authenticate(sandbox.api_key, "ten_a", Date.now())).kind).toBe("ok")
+    expect((await firstUse(sandbox.key_id))?.first_used_at).toBeNull()
   })
 })
