@@ -95,6 +95,22 @@ const available = (state: LedgerState, account_id: string): bigint => {
   return account === undefined ? 0n : account.credits_posted - account.debits_posted - account.debits_pending
 }
 
+/**
+ * Two writers on one database: A with one command per batch and two batches in flight (the second
+ * decided on the first's state), appending directly or by group commit; B plain.
+ */
+const pipelinedWriters = (path: string) => {
+  const a_store = makePostgresEventStore(db.pool)
+  const a = makeLedgerWriter(a_store, {
+    batch_commands_max: 1,
+    pipeline_depth: 2,
+    ...(path === "group commit"
+      ? { transaction: { appendStreams: a_store.appendStreamsInTransaction, hook: async () => {} } }
+      : {}),
+  })
+  return { a, b: makeLedgerWriter(makePostgresEventStore(db.pool)) }
+}
+
 const foldStream = async (streamId: string): Promise<{ state: LedgerState; versions: number[] }> => {
   const events = await Effect.runPromise(store.readStream(streamId))
   let state = initialState
@@ -349,16 +365,7 @@ describe("LedgerWriter", () => {
     async (path) => {
       const ledger = newLedger()
       const now = 1_700_000_002_500
-      const a_store = makePostgresEventStore(db.pool)
-      // One command per batch, two batches in flight: the second is decided on the first's state.
-      const a = makeLedgerWriter(a_store, {
-        batch_commands_max: 1,
-        pipeline_depth: 2,
-        ...(path === "group commit"
-          ? { transaction: { appendStreams: a_store.appendStreamsInTransaction, hook: async () => {} } }
-          : {}),
-      })
-      const b = makeLedgerWriter(makePostgresEventStore(db.pool))
+      const { a, b } = pipelinedWriters(path)
       await setup(a, ledger, 2, 1n)
       await Effect.runPromise(b.snapshot(ledger))
       // B writes as many events as A's first batch will, so the stream reaches the version A's
@@ -382,6 +389,30 @@ describe("LedgerWriter", () => {
         expect(available(state, "w0")).toBeGreaterThanOrEqual(0n)
       }
       expect(events.map((e) => e.stream_version)).toEqual(events.map((_, i) => i + 1))
+    },
+  )
+
+  it.each(["direct appends", "group commit"])(
+    "two writers, %s: a refusal pipelined on a batch that conflicted is decided again on what was committed",
+    async (path) => {
+      const ledger = newLedger()
+      const now = 1_700_000_002_700
+      const { a, b } = pipelinedWriters(path)
+      await setup(a, ledger, 2, 100n)
+      // B spends 60 of w0's 100, unseen by A.
+      const spent = await run(
+        b.execute(ledger, createTransfers([transfer("b-spend", "w0", "w1", 60n)], now), ctx()),
+      )
+      expect(Result.isSuccess(spent)).toBe(true)
+      // A, on its stale view (100): 80, then 30 pipelined on it (refused there: 20 left). The first
+      // conflicts; decided again on what was committed (40), 80 is refused and 30 goes through.
+      const [big, small] = await Promise.all([
+        run(a.execute(ledger, createTransfers([transfer("a-big", "w0", "w1", 80n)], now), ctx())),
+        run(a.execute(ledger, createTransfers([transfer("a-small", "w0", "w1", 30n)], now), ctx())),
+      ])
+      expect(Result.isFailure(big) && big.failure._tag).toBe("InsufficientFunds")
+      expect(Result.isSuccess(small)).toBe(true)
+      expect(available((await foldStream(ledgerStreamId(ledger))).state, "w0")).toBe(10n)
     },
   )
 
