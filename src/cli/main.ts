@@ -92,7 +92,15 @@ const isCommand = (name: string): name is Command => Object.hasOwn(commandOption
  * or a date; a bound between two milliseconds is rounded up, which keeps both comparisons exact
  * (at or after `from`, before `to`).
  */
-const parseTime = (flag: string, value: string | undefined): number | undefined => {
+/**
+ * A time bound: `ms`, rounded up to the next millisecond when it falls between two (an event's time
+ * has milliseconds: >= and < then select exactly what the exact bound would), and `us`, exact, to
+ * compare bounds with.
+ */
+const parseTime = (
+  flag: string,
+  value: string | undefined,
+): { readonly ms: number; readonly us: bigint } | undefined => {
   if (value === undefined) return undefined
   const exact = parseTimestamp(value)
   if (exact === undefined) {
@@ -101,7 +109,11 @@ const parseTime = (flag: string, value: string | undefined): number | undefined 
     )
   }
   const below_ms = /\.\d{3}(\d+)/.exec(exact)?.[1] ?? ""
-  return Date.parse(exact) + (/[1-9]/.test(below_ms) ? 1 : 0)
+  const ms = Date.parse(exact)
+  return {
+    ms: ms + (/[1-9]/.test(below_ms) ? 1 : 0),
+    us: BigInt(ms) * 1000n + BigInt(`${below_ms}000`.slice(0, 3)),
+  }
 }
 
 interface ExportArguments {
@@ -130,10 +142,12 @@ const exportArguments = (values: Values): ExportArguments => {
   const format = text("format") ?? "ndjson"
   if (format !== "ndjson" && format !== "csv")
     throw new UsageError(`--format must be ndjson or csv, got ${JSON.stringify(format)}`)
-  const from_ms = parseTime("from", text("from"))
-  const to_ms = parseTime("to", text("to"))
-  if (from_ms !== undefined && to_ms !== undefined && from_ms >= to_ms)
+  const from = parseTime("from", text("from"))
+  const to = parseTime("to", text("to"))
+  if (from !== undefined && to !== undefined && from.us >= to.us)
     throw new UsageError("--from must be before --to")
+  const from_ms = from?.ms
+  const to_ms = to?.ms
   return {
     selection: {
       ...(stream_id === undefined ? {} : { stream_id }),
