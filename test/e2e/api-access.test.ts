@@ -578,10 +578,16 @@ describe("verification and the production environment", () => {
       expectError(await live.post(`/api/v1/api-keys/${lost}/revoke`, {}), 403, "api_key_rotated_out")
       // ...and the successor, new, keeps the sandbox keys out...
       expectError(await sandbox.post(`/api/v1/api-keys/${lost}/revoke`, {}), 403, "production_key_required")
-      // ...for the 24 hours its answer may be replayed; never used, it then does not.
+      // ...for the 24 hours its answer may be replayed, and the old key while its grace lasts (the
+      // tenant may still run on it); never used, and the old key's grace over, they do not.
       await platform.database.pool.query(
         "update platform.api_keys set created_at = created_at - interval '24 hours 1 minute' where key_id = $1",
         [lost],
+      )
+      expectError(await sandbox.post(`/api/v1/api-keys/${lost}/revoke`, {}), 403, "production_key_required")
+      await platform.database.pool.query(
+        "update platform.api_keys set expires_at = now() - interval '1 second' where key_id = $1",
+        [only.key_id],
       )
       expect(expectOk(await sandbox.post<KeyView>(`/api/v1/api-keys/${lost}/revoke`, {})).status).toBe(
         "revoked",

@@ -313,8 +313,10 @@ const verifiedFor = (tenant_id: string, environment: string | undefined) =>
  * one; and a tenant whose production keys cannot manage (least-privilege keys only) still manages
  * with its sandbox key, so it never locks itself out. Nor does a key whose secret the tenant never
  * received: one never used within `sealed_replay_ms` of its creation (after which its answer is no
- * longer replayed) counts for nothing. A rotated-out key manages nothing but its own end, so it
- * counts for nothing either. While a rejected verification suspends production,
+ * longer replayed) counts for nothing. A rotated-out key counts through its grace period while its
+ * successor stands (the tenant may still run on it while it rolls the successor out), and for
+ * nothing once that successor was revoked (the only key left to manage would be it, and it manages
+ * nothing but its own end). While a rejected verification suspends production,
  * its keys still reach what recovers it (`OpenWhileSuspended`).
  */
 const productionFromProduction = (
@@ -329,11 +331,16 @@ const productionFromProduction = (
         const { pool } = yield* Platform
         const found = yield* db(() =>
           pool.query<{ live: boolean }>(
-            `select exists (select 1 from platform.api_keys
-                             where tenant_id = $1 and environment = 'production' and revoked_at is null
-                               and expires_at is null and $2 = any (scopes)
-                               and (first_used_at is not null
-                                    or created_at > now() - make_interval(secs => $3))) as live`,
+            `select exists (select 1 from platform.api_keys k
+                             where k.tenant_id = $1 and k.environment = 'production' and k.revoked_at is null
+                               and $2 = any (k.scopes)
+                               and ((k.expires_at is null
+                                     and (k.first_used_at is not null
+                                          or k.created_at > now() - make_interval(secs => $3)))
+                                    or (k.expires_at > now()
+                                        and exists (select 1 from platform.api_keys successor
+                                                     where successor.key_id = k.rotated_to
+                                                       and successor.revoked_at is null)))) as live`,
             [caller.tenant_id, scope, sealed_replay_ms / 1000],
           ),
         )
