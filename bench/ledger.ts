@@ -260,7 +260,7 @@ const main = async () => {
     )
     await settings.end()
     log(
-      `server: PostgreSQL on port ${server.port}, fsync=${shown.rows[0]?.fsync}, synchronous_commit=${shown.rows[0]?.sc}`,
+      `server: PostgreSQL on its socket (port ${server.port}), fsync=${shown.rows[0]?.fsync}, synchronous_commit=${shown.rows[0]?.sc}`,
     )
 
     log(`\n[1/3] pgbench TPC-B, scale 10, 16 clients, ${seconds} s`)

@@ -88,14 +88,9 @@ type Values = Readonly<Record<string, string | undefined>>
 const isCommand = (name: string): name is Command => Object.hasOwn(commandOptions, name)
 
 /**
- * A bound as whole milliseconds (events are recorded to the millisecond): RFC 3339 with its offset,
- * or a date; a bound between two milliseconds is rounded up, which keeps both comparisons exact
- * (at or after `from`, before `to`).
- */
-/**
- * A time bound: `ms`, rounded up to the next millisecond when it falls between two (an event's time
- * has milliseconds: >= and < then select exactly what the exact bound would), and `us`, exact, to
- * compare bounds with.
+ * A time bound (RFC 3339 with its offset, or a date): `ms`, whole milliseconds (events are recorded
+ * to the millisecond), rounded up when the bound falls between two, which keeps both comparisons
+ * exact (at or after `from`, before `to`); and `us`, exact, to compare two bounds with.
  */
 const parseTime = (
   flag: string,

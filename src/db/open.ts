@@ -51,6 +51,8 @@ export const openDatabase = async (
     }
     const server = await startEmbedded({
       dataDir: config.dataDir,
+      // Ctrl-C in the platform's terminal is the platform's to handle: it stops the server last.
+      detached: true,
       ...(options.log ? { log: options.log } : {}),
     })
     try {

