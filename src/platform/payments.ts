@@ -25,6 +25,11 @@ export type LedgerAttachment =
   | {
       readonly kind: "payment"
       readonly payment: PaymentRow
+      /**
+       * The payer is the tenant's default wallet (the request named none): checked to be the
+       * default still when the payment commits, as its payee's link is (`requireParties`).
+       */
+      readonly payer_is_default: boolean
       /** The response stored for the request's Idempotency-Key, for the payment as recorded. */
       readonly stored: ((payment: PaymentRow) => StoredResponse) | undefined
     }
@@ -73,8 +78,19 @@ export const paymentEvent = (row: PaymentRow): OutboxEvent => ({
   created_at: new Date(row.completed_at ?? row.failed_at ?? row.created_at),
 })
 
+/** What a new payment read when it arrived, checked again when it commits. */
+interface Parties {
+  readonly tenant_id: string
+  readonly environment: string
+  readonly transaction_id: string
+  readonly recipient: string
+  readonly to_wallet_id: string | null
+  readonly default_payer: string | null
+}
+
 interface Collected {
   readonly payments: Array<PaymentRow>
+  readonly parties: Array<Parties>
   readonly stored: Array<StoredResponse>
   readonly settlements: Array<Extract<LedgerAttachment, { kind: "settlement" }>>
   readonly posted: Array<Extract<LedgerAttachment, { kind: "settlement_posted" }>>
@@ -105,6 +121,7 @@ export const withLedgerExpiry = (
 const collect = (appended: ReadonlyArray<AppendedCommand>): Collected => {
   const collected: Collected = {
     payments: [],
+    parties: [],
     stored: [],
     settlements: [],
     posted: [],
@@ -116,6 +133,15 @@ const collect = (appended: ReadonlyArray<AppendedCommand>): Collected => {
     if (attachment?.kind === "payment") {
       const payment = withLedgerExpiry(attachment.payment, item.events)
       collected.payments.push(payment)
+      if (payment.to_wallet_id !== null || attachment.payer_is_default)
+        collected.parties.push({
+          tenant_id: payment.tenant_id,
+          environment: payment.environment,
+          transaction_id: payment.transaction_id,
+          recipient: payment.recipient,
+          to_wallet_id: payment.to_wallet_id,
+          default_payer: attachment.payer_is_default ? payment.from_wallet_id : null,
+        })
       if (attachment.stored !== undefined) collected.stored.push(attachment.stored(payment))
     } else if (attachment?.kind === "settlement") {
       collected.settlements.push(attachment)
@@ -223,6 +249,68 @@ const refuseUnlinked = async (client: pg.PoolClient, rows: ReadonlyArray<object>
     [JSON.stringify(rows)],
   )
   if (unlinked.rows.length > 0) throw new PayeeUnlinked(unlinked.rows.map((row) => row.transaction_id))
+}
+
+/**
+ * A new payment's parties changed between its reading them and its commit: the recipient's
+ * identifier was unlinked from the wallet it was to pay, or the tenant's default wallet, which was
+ * to pay, is another now. Thrown by the ledger hook, it rolls the payment back; the request reads
+ * its parties again and plans anew.
+ */
+export class PaymentPartiesChanged extends Error {
+  readonly transaction_ids: ReadonlyArray<string>
+  constructor(transaction_ids: ReadonlyArray<string>) {
+    super(`the payment's payee or default payer changed before it committed (${transaction_ids.join(", ")})`)
+    this.name = "PaymentPartiesChanged"
+    this.transaction_ids = transaction_ids
+  }
+}
+
+/** The SQLSTATE `platform.payments_require_parties` raises (migration 308). */
+const parties_changed_code = "PP001"
+
+/**
+ * Fails the transaction (`PaymentPartiesChanged`) unless each new payment's payee is still linked
+ * to its identifier and each payer taken as the default is the default still. An unlink and a
+ * change of the default take the ledger's stream lock (`lockLedgerForPartyChange`), which this
+ * transaction holds from its append: one answered before is seen here, one after waits for the
+ * commit. A statement that raises, so the COMMIT sent with it in the same round trip rolls back.
+ */
+const requireParties = (client: pg.PoolClient, parties: Collected["parties"]): Promise<unknown> =>
+  client
+    .query({
+      name: "payments_require_parties",
+      text: "select platform.payments_require_parties($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])",
+      values: [
+        parties.map((p) => p.tenant_id),
+        parties.map((p) => p.environment),
+        parties.map((p) => p.transaction_id),
+        parties.map((p) => p.recipient),
+        parties.map((p) => p.to_wallet_id),
+        parties.map((p) => p.default_payer),
+      ],
+    })
+    .catch((error: unknown) => {
+      if (error instanceof Error && "code" in error && error.code === parties_changed_code)
+        throw new PaymentPartiesChanged(parties.map((p) => p.transaction_id))
+      throw error
+    })
+
+/**
+ * Takes, until the caller's transaction ends, the ledger's stream lock of `tenant_id` in
+ * `environment` (shared: changes do not wait for each other), before an unlink or a change of the
+ * default wallet: a payment that read the old parties and has not committed yet then either
+ * committed first or sees the change when it does (`requireParties`).
+ */
+export const lockLedgerForPartyChange = async (
+  client: pg.PoolClient,
+  tenant_id: string,
+  environment: string,
+): Promise<void> => {
+  // The stream id is ledgerStreamId's, locked as the event store's append locks it.
+  await client.query("select pg_advisory_xact_lock_shared(hashtextextended($1, 0))", [
+    `ledger-${tenant_id}-${environment}`,
+  ])
 }
 
 /**
@@ -339,7 +427,9 @@ export const ledgerHook =
       collected.refusals.length === 0
     ) {
       // New payments and stored responses only: nothing to read first, so all leave at once.
+      // The parties' check first: its failure is the cause the callers get.
       return sentAll([
+        ...(collected.parties.length > 0 ? [requireParties(client, collected.parties)] : []),
         insertPayments(client, collected.payments),
         storeResponses(client, collected.stored),
         enqueue(client, collected.payments.map(paymentEvent)),
@@ -351,6 +441,7 @@ export const ledgerHook =
 /** Records new payments and moves pending ones; the events of the moved ones need their rows first. */
 const settleAndRecord = async (enqueue: EnqueueEvents, client: pg.PoolClient, collected: Collected) => {
   // Sent together (the append's connection pipelines); PostgreSQL runs them in this order.
+  const checked = collected.parties.length > 0 ? [requireParties(client, collected.parties)] : []
   const answers = [
     insertPayments(client, collected.payments),
     storeResponses(client, collected.stored),
@@ -360,7 +451,7 @@ const settleAndRecord = async (enqueue: EnqueueEvents, client: pg.PoolClient, co
     failRefused(client, collected.refusals),
     enqueue(client, collected.payments.map(paymentEvent)),
   ] as const
-  await allInOrder(answers)
+  await allInOrder([...checked, ...answers])
   const [completed, failed, refused] = await Promise.all([answers[3], answers[4], answers[5]])
   const changed = [...completed, ...failed, ...refused].map(paymentEvent)
   if (changed.length > 0) await enqueue(client, changed)

@@ -212,6 +212,39 @@ create unique index identities_list_position on platform.identities (tenant_id, 
 alter table platform.api_keys add column first_used_at timestamptz;
 update platform.api_keys set first_used_at = created_at;`,
   },
+  {
+    version: 308,
+    name: "payments: their parties checked at commit",
+    // A payment reads the recipient's link and the tenant's default wallet when it arrives and
+    // commits later. An unlink and a change of the default take the ledger's stream lock, so this
+    // check, run in the append's transaction after that lock, sees every one that was answered
+    // before; a payment whose parties changed is rolled back and planned again (payments.ts).
+    sql: `
+create function platform.payments_require_parties(
+  p_tenant_ids text[], p_environments text[], p_transaction_ids text[], p_recipients text[],
+  p_to_wallet_ids text[], p_default_payers text[])
+returns void
+language plpgsql as $$
+declare
+  v_changed text;
+begin
+  select string_agg(c.transaction_id, ',') into v_changed
+    from unnest(p_tenant_ids, p_environments, p_transaction_ids, p_recipients, p_to_wallet_ids, p_default_payers)
+      as c(tenant_id, environment, transaction_id, recipient, to_wallet_id, default_payer)
+   where (c.to_wallet_id is not null and not exists (
+            select 1 from platform.identities i
+             where i.tenant_id = c.tenant_id and i.environment = c.environment and i.value = c.recipient
+               and i.wallet_id = c.to_wallet_id and i.unlinked_at is null))
+      or (c.default_payer is not null and not exists (
+            select 1 from platform.tenant_environments e
+             where e.tenant_id = c.tenant_id and e.environment = c.environment
+               and e.default_wallet_id = c.default_payer));
+  if v_changed is not null then
+    raise exception 'payment parties changed: %', v_changed using errcode = 'PP001';
+  end if;
+end
+$$;`,
+  },
 ]
 
 /**

@@ -14,6 +14,7 @@ import { toPage } from "../../db/page.ts"
 import type { Caller } from "../../platform/credentials.ts"
 import { inTransaction, storeResponse } from "../../platform/idempotency.ts"
 import { idPrefixes, newId } from "../../platform/ids.ts"
+import { lockLedgerForPartyChange } from "../../platform/payments.ts"
 import { Platform } from "../../platform/service.ts"
 import { settleWaitingPayments } from "../../platform/settlement.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
@@ -164,13 +165,18 @@ const unlink = (identity_id: string) =>
   Effect.gen(function* () {
     const caller = yield* CurrentCaller
     const { pool } = yield* Platform
+    // Under the ledger's lock: a payment to this link not committed yet sees the unlink and is
+    // planned again, or commits first (see lockLedgerForPartyChange).
     const updated = yield* db(() =>
-      pool.query<IdentityRow>(
-        `update platform.identities set unlinked_at = now()
-          where tenant_id = $1 and environment = $2 and identity_id = $3 and unlinked_at is null
-          returning ${columns}`,
-        [caller.tenant_id, caller.environment, identity_id],
-      ),
+      inTransaction(pool, async (client) => {
+        await lockLedgerForPartyChange(client, caller.tenant_id, caller.environment)
+        return await client.query<IdentityRow>(
+          `update platform.identities set unlinked_at = now()
+            where tenant_id = $1 and environment = $2 and identity_id = $3 and unlinked_at is null
+            returning ${columns}`,
+          [caller.tenant_id, caller.environment, identity_id],
+        )
+      }),
     )
     // Unlinking twice is not an error: the identity is unlinked either way.
     return toIdentity(updated.rows[0] ?? (yield* findIdentity(caller, identity_id)))

@@ -15,7 +15,7 @@ import {
   parseRecipient,
 } from "../../../domain/platform/identifiers.ts"
 import { parseTimestamp } from "../../../domain/platform/timestamp.ts"
-import { isWalletChain, walletChains } from "../../../domain/platform/tokens.ts"
+import { isWalletChain, type WalletChain, walletChains } from "../../../domain/platform/tokens.ts"
 import {
   ensureAccounts,
   escrowAccount,
@@ -30,7 +30,12 @@ import {
 import type { Caller } from "../../platform/credentials.ts"
 import { inTransaction, storeResponse } from "../../platform/idempotency.ts"
 import { idPrefixes, newId } from "../../platform/ids.ts"
-import { type LedgerAttachment, paymentEvent, withLedgerExpiry } from "../../platform/payments.ts"
+import {
+  type LedgerAttachment,
+  PaymentPartiesChanged,
+  paymentEvent,
+  withLedgerExpiry,
+} from "../../platform/payments.ts"
 import { Platform } from "../../platform/service.ts"
 import { settleWaitingPayments } from "../../platform/settlement.ts"
 import {
@@ -43,7 +48,15 @@ import {
 } from "../../platform/transactions.ts"
 import type { WalletRow } from "../../platform/wallets.ts"
 import { CurrentCaller, PlatformApi } from "../api.ts"
-import { ApiError, badRequest, CurrentRequestId, errorBody, notFound, unprocessable } from "../errors.ts"
+import {
+  ApiError,
+  badRequest,
+  CurrentRequestId,
+  conflict,
+  errorBody,
+  notFound,
+  unprocessable,
+} from "../errors.ts"
 import { type IdempotencyTicket, idempotent, storedResponse } from "../idempotency.ts"
 import { amount_whole_units_max, textLengths } from "../limits.ts"
 import {
@@ -192,13 +205,14 @@ const recordFailed = (row: PaymentRow, error: ApiError, ticket: IdempotencyTicke
     )
   })
 
-const execute = (caller: Caller, plan: Plan, ticket: IdempotencyTicket | undefined) =>
+const execute = (caller: Caller, plan: Plan, from_default: boolean, ticket: IdempotencyTicket | undefined) =>
   Effect.gen(function* () {
     const platform = yield* Platform
     const request_id = yield* CurrentRequestId
     const attachment: LedgerAttachment = {
       kind: "payment",
       payment: plan.row,
+      payer_is_default: from_default,
       stored:
         ticket === undefined ? undefined : (payment) => storedResponse(ticket, 200, toTransaction(payment)),
     }
@@ -256,8 +270,6 @@ const readRecipient = (input: string): Result.Result<Identifier, InvalidIdentifi
 const pay = (payload: PayPayload) =>
   Effect.gen(function* () {
     const caller = yield* CurrentCaller
-    const platform = yield* Platform
-    const request_id = yield* CurrentRequestId
     const recipient = readRecipient(payload.recipient)
     if (Result.isFailure(recipient)) {
       return yield* badRequest("invalid_recipient", recipient.failure.message, "recipient")
@@ -280,63 +292,93 @@ const pay = (payload: PayPayload) =>
     // refused or reused Idempotency-Key must not open them.
     return yield* idempotent(caller, "payments.pay", payload, (ticket) =>
       Effect.gen(function* () {
-        const { payer, to_wallet_id } = yield* resolveParties(caller, payload.from_wallet, recipient.success)
-        const asset = yield* tokenOn(chain ?? payer.chain, payload.token)
-        const amount = yield* parseMoney(payload.amount, asset, amount_whole_units_max.payment)
-        if (to_wallet_id === payer.wallet_id) {
-          return yield* unprocessable(
-            "same_wallet",
-            "The recipient is linked to the paying wallet.",
-            "recipient",
+        for (let attempt = 1; ; attempt++) {
+          const answer = yield* payOnce(caller, recipient.success, chain, payload, ticket).pipe(
+            // Its payee was unlinked, or the default wallet that was to pay changed, after this
+            // attempt read them: nothing was written, and the next attempt reads them again.
+            Effect.catchDefect((defect) =>
+              defect instanceof PaymentPartiesChanged ? Effect.succeed(undefined) : Effect.die(defect),
+            ),
           )
+          if (answer !== undefined) return answer
+          if (attempt >= parties_changed_attempts_max)
+            return yield* conflict(
+              "parties_changed",
+              `The recipient's link or the default wallet changed ${attempt} times while this payment was being made; nothing was paid. Try again.`,
+            )
         }
-        const ledger = ledgerOf(caller.tenant_id, caller.environment)
-        const plan = planPayment(
-          caller,
-          payer,
-          to_wallet_id,
-          asset,
-          amount,
-          recipient.success,
-          payload,
-          platform.settings.pending_payment_expiry_ms,
-        )
-        // A token of another chain is held only once one arrived by social payment: a wallet
-        // without it has nothing to pay with, and no account is opened for it by asking.
-        if (asset.chain !== payer.chain) {
-          // Caught up first: another process may have paid the wallet this token since this one
-          // last read the ledger, and a refusal is recorded.
-          yield* mapLedgerErrors(platform.writer.sync(ledger))
-          const { state } = yield* platform.writer.snapshot(ledger)
-          if (!state.accounts.has(walletAccountId(payer.wallet_id, asset))) {
-            const refused = new ApiError({
-              status: 422,
-              code: "insufficient_funds",
-              message: `Wallet ${payer.wallet_id} holds no ${asset.symbol} of ${asset.chain} (a wallet on ${payer.chain} holds another chain's token only once one was paid to it). The refused payment is recorded as ${plan.row.transaction_id} (failed).`,
-              param: "chain",
-            })
-            yield* recordFailed(plan.row, refused, ticket)
-            return yield* Effect.fail(refused)
-          }
-        }
-        const accounts =
-          to_wallet_id === null
-            ? [walletAccount(payer.wallet_id, asset), escrowAccount(asset)]
-            : [walletAccount(payer.wallet_id, asset), walletAccount(to_wallet_id, asset), feeAccount(asset)]
-        yield* mapLedgerErrors(
-          ensureAccounts(platform.writer, ledger, accounts, {
-            actor: caller.key_id,
-            correlation_id: request_id,
-          }),
-        )
-        const { view, replayed } = yield* execute(caller, plan, ticket)
-        if (view.status === "pending") yield* settleIfLinkedMeanwhile(caller, view.recipient)
-        // Answered as a replay, like one of a stored response.
-        return replayed
-          ? HttpServerResponse.jsonUnsafe(view, { headers: { "idempotent-replayed": "true" } })
-          : view
       }),
     )
+  })
+
+/** Attempts at a payment whose parties change before it commits, before it is refused (409). */
+const parties_changed_attempts_max = 5
+
+/**
+ * One attempt at a payment: reads its parties, plans it and commits it. Dies with
+ * `PaymentPartiesChanged` (nothing written) when what it read changed before its commit.
+ */
+const payOnce = (
+  caller: Caller,
+  recipient: Identifier,
+  chain: WalletChain | undefined,
+  payload: PayPayload,
+  ticket: IdempotencyTicket | undefined,
+) =>
+  Effect.gen(function* () {
+    const platform = yield* Platform
+    const request_id = yield* CurrentRequestId
+    const { payer, to_wallet_id } = yield* resolveParties(caller, payload.from_wallet, recipient)
+    const asset = yield* tokenOn(chain ?? payer.chain, payload.token)
+    const amount = yield* parseMoney(payload.amount, asset, amount_whole_units_max.payment)
+    if (to_wallet_id === payer.wallet_id) {
+      return yield* unprocessable("same_wallet", "The recipient is linked to the paying wallet.", "recipient")
+    }
+    const ledger = ledgerOf(caller.tenant_id, caller.environment)
+    const plan = planPayment(
+      caller,
+      payer,
+      to_wallet_id,
+      asset,
+      amount,
+      recipient,
+      payload,
+      platform.settings.pending_payment_expiry_ms,
+    )
+    // A token of another chain is held only once one arrived by social payment: a wallet
+    // without it has nothing to pay with, and no account is opened for it by asking.
+    if (asset.chain !== payer.chain) {
+      // Caught up first: another process may have paid the wallet this token since this one
+      // last read the ledger, and a refusal is recorded.
+      yield* mapLedgerErrors(platform.writer.sync(ledger))
+      const { state } = yield* platform.writer.snapshot(ledger)
+      if (!state.accounts.has(walletAccountId(payer.wallet_id, asset))) {
+        const refused = new ApiError({
+          status: 422,
+          code: "insufficient_funds",
+          message: `Wallet ${payer.wallet_id} holds no ${asset.symbol} of ${asset.chain} (a wallet on ${payer.chain} holds another chain's token only once one was paid to it). The refused payment is recorded as ${plan.row.transaction_id} (failed).`,
+          param: "chain",
+        })
+        yield* recordFailed(plan.row, refused, ticket)
+        return yield* Effect.fail(refused)
+      }
+    }
+    const accounts =
+      to_wallet_id === null
+        ? [walletAccount(payer.wallet_id, asset), escrowAccount(asset)]
+        : [walletAccount(payer.wallet_id, asset), walletAccount(to_wallet_id, asset), feeAccount(asset)]
+    yield* mapLedgerErrors(
+      ensureAccounts(platform.writer, ledger, accounts, {
+        actor: caller.key_id,
+        correlation_id: request_id,
+      }),
+    )
+    const { view, replayed } = yield* execute(caller, plan, payload.from_wallet === undefined, ticket)
+    if (view.status === "pending") yield* settleIfLinkedMeanwhile(caller, view.recipient)
+    // Answered as a replay, like one of a stored response.
+    return replayed
+      ? HttpServerResponse.jsonUnsafe(view, { headers: { "idempotent-replayed": "true" } })
+      : view
   })
 
 /**

@@ -27,7 +27,7 @@ import { walletBalances, walletBalancesIn } from "../../platform/balances.ts"
 import type { Caller } from "../../platform/credentials.ts"
 import { inTransaction, rerun_status, storeResponse } from "../../platform/idempotency.ts"
 import { idPrefixes, newId } from "../../platform/ids.ts"
-import type { LedgerAttachment } from "../../platform/payments.ts"
+import { type LedgerAttachment, lockLedgerForPartyChange } from "../../platform/payments.ts"
 import { Platform } from "../../platform/service.ts"
 import {
   defaultWalletId,
@@ -154,6 +154,9 @@ const makeDefault = (wallet_id: string) =>
     return yield* idempotent(caller, `wallets.default.${wallet_id}`, {}, (ticket) =>
       db(() =>
         inTransaction(pool, async (client) => {
+          // Under the ledger's lock: a payment from the old default not committed yet sees the
+          // change and is planned again, or commits first (see lockLedgerForPartyChange).
+          await lockLedgerForPartyChange(client, caller.tenant_id, caller.environment)
           await client.query(
             "update platform.tenant_environments set default_wallet_id = $3 where tenant_id = $1 and environment = $2",
             [caller.tenant_id, caller.environment, wallet_id],
