@@ -16,12 +16,22 @@ export interface JsonBodyProblem {
     | "number_imprecise"
     | "invalid_string"
     | "nested_too_deep"
+    | "too_many_members"
   readonly message: string
   readonly param: string | undefined
 }
 
 /** Deeper nesting is refused: no request schema comes near it, and it bounds the recursion. */
 export const json_depth_max = 64
+
+/**
+ * More fields in one object, or items in one list, are refused (400 `too_many_members`), and more
+ * than `json_members_total_max` in the whole body: no request takes nearly as many (metadata, the
+ * largest object, holds 50), and stopping here bounds what the scan and the schemas after it spend
+ * on one body, before its key is even checked.
+ */
+export const json_members_max = 256
+export const json_members_total_max = 4_096
 
 /**
  * A double carries every decimal of at most 15 significant digits exactly (its shortest text is
@@ -40,6 +50,20 @@ class Refused extends Error {
     this.problem = problem
   }
 }
+
+const tooManyMembers = (path: string | undefined, what: "fields" | "items"): Refused =>
+  new Refused({
+    code: "too_many_members",
+    message: `${path === undefined ? "The request body" : `The ${what === "fields" ? "object" : "list"} at ${path}`} has more than ${json_members_max} ${what}; no request takes that many.`,
+    param: path,
+  })
+
+const tooManyInAll = (): Refused =>
+  new Refused({
+    code: "too_many_members",
+    message: `The request body has more than ${json_members_total_max} fields and items in all; no request takes that many.`,
+    param: undefined,
+  })
 
 const join = (path: string | undefined, segment: string): string =>
   path === undefined ? segment : `${path}.${segment}`
@@ -83,6 +107,8 @@ const sameValue = (text: string): boolean => {
 /** The scanner: `index` walks `text`; every method leaves it just past what it read. */
 class Scanner {
   index = 0
+  /** Fields and items read so far, in the whole body. */
+  members = 0
   readonly text: string
   constructor(text: string) {
     this.text = text
@@ -167,6 +193,8 @@ class Scanner {
           param: where,
         })
       }
+      if (keys.size >= json_members_max) throw tooManyMembers(path, "fields")
+      if (++this.members > json_members_total_max) throw tooManyInAll()
       keys.add(key)
       this.whitespace()
       if (this.text.charCodeAt(this.index) !== 58) throw new NotJson()
@@ -187,6 +215,8 @@ class Scanner {
       return
     }
     for (let item = 0; ; item++) {
+      if (item >= json_members_max) throw tooManyMembers(path, "items")
+      if (++this.members > json_members_total_max) throw tooManyInAll()
       this.value(join(path, String(item)), depth + 1)
       this.whitespace()
       const next = this.text.charCodeAt(this.index++)

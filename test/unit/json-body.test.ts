@@ -4,7 +4,15 @@
 import { Worker } from "node:worker_threads"
 import fc from "fast-check"
 import { describe, expect, it, onTestFinished } from "vitest"
-import { json_depth_max, jsonBodyProblem } from "../../domain/platform/json-body.ts"
+import {
+  json_depth_max,
+  json_members_max,
+  jsonBodyProblem,
+} from "../../domain/platform/json-body.ts"
+
+/** A body whose `metadata` has `count` fields. */
+const members = (count: number) =>
+  `{"metadata":{${Array.from({ length: count }, (_, n) => `"k${n}":"v"`).join(",")}}}`
 
 describe("jsonBodyProblem", () => {
   it.each([
@@ -28,6 +36,19 @@ describe("jsonBodyProblem", () => {
     // One level too many, the innermost empty: as deep as with something inside.
     [`${"[".repeat(json_depth_max + 1)}${"]".repeat(json_depth_max + 1)}`, "nested_too_deep", undefined],
     [`${'{"a":'.repeat(json_depth_max)}{}${"}".repeat(json_depth_max)}`, "nested_too_deep", undefined],
+    [members(json_members_max + 1), "too_many_members", "metadata"],
+    [
+      `{"events":[${Array.from({ length: json_members_max + 1 }, () => '"x"').join(",")}]}`,
+      "too_many_members",
+      "events",
+    ],
+    [`[${Array.from({ length: json_members_max + 1 }, () => "1").join(",")}]`, "too_many_members", undefined],
+    [
+      // Each object within bounds, the body not: 17 objects of 256 fields.
+      `{${Array.from({ length: 17 }, (_, n) => `"o${n}":${members(json_members_max).slice('{"metadata":'.length, -1)}`).join(",")}}`,
+      "too_many_members",
+      undefined,
+    ],
   ])("refuses %s as %s at %s", (text, code, param) => {
     const problem = jsonBodyProblem(text)
     expect(problem?.code).toBe(code)
@@ -37,6 +58,8 @@ describe("jsonBodyProblem", () => {
   })
 
   it.each([
+    members(json_members_max),
+    `{${Array.from({ length: 15 }, (_, n) => `"o${n}":${members(json_members_max).slice('{"metadata":'.length, -1)}`).join(",")}}`,
     `${"[".repeat(json_depth_max)}${"]".repeat(json_depth_max)}`,
     `${"[".repeat(json_depth_max)}1${"]".repeat(json_depth_max)}`,
     '{"amount":0.1}',
