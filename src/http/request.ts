@@ -269,6 +269,25 @@ const routeAmong = (candidates: ReadonlyArray<Route>, request: HttpServerRequest
   return candidates.find((candidate) => candidate.method === request.method && candidate.pattern.test(path))
 }
 
+/**
+ * A path no route has as it is spelt: 404, answered here rather than by the router, which reads a
+ * path more loosely (it ignores case and doubled slashes, decodes percent-encoding, cuts the path
+ * at `;` or `#`). The checks here look routes up by the path as sent, so another spelling would
+ * skip them (`//api/v1/transactions?wallet=` answered the unfiltered list), or reach another
+ * endpoint than they checked (`/api/v1/wallets/{id};/balance` served the wallet). No path of the
+ * API needs any of that: its ids are plain letters, digits and `_`.
+ */
+const unspeltPath = (request: HttpServerRequest.HttpServerRequest): ApiError | undefined => {
+  const path = request.url.split("?")[0] ?? ""
+  if (!/[;#]|%2f/i.test(path) && allowedMethods(request.url).length > 0) return undefined
+  return new ApiError({
+    status: 404,
+    code: "route_not_found",
+    message:
+      "No such endpoint. Paths are spelt as documented: lower case, single slashes, ids as given (no `;`, no encoded `/`).",
+  })
+}
+
 /** Whether the route `request` reaches takes no body (an action such as revoke or redeliver). */
 const takesNoBody = (request: HttpServerRequest.HttpServerRequest): boolean =>
   routeAmong(bodylessRoutes, request) !== undefined
@@ -435,6 +454,7 @@ export const RequestMiddleware = HttpRouter.middleware(
       const sent = request.headers["x-request-id"]
       const request_id = sent !== undefined && requestIdPattern.test(sent) ? sent : newRequestId()
       const refused =
+        unspeltPath(request) ??
         unknownQueryParameter(request) ??
         (yield* checkJsonBody(request).pipe(
           Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(request_body_bytes_max)),

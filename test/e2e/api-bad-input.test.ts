@@ -863,6 +863,38 @@ const walletCases: ReadonlyArray<Case> = (() => {
       undefined,
       refused(400, "invalid_parameter", "externalid"),
     ),
+    // Spellings the router reads as another path (it ignores case and doubled slashes, decodes,
+    // cuts at ';'): they skipped the checks above (the misspelt filter answered the unfiltered
+    // list, the body of an action was ignored) or reached another endpoint (the wallet, not its
+    // balance).
+    ...[
+      "//api/v1/wallets",
+      "/api/v1//wallets",
+      "/API/v1/wallets",
+      "/api/v1/%77allets",
+      "/api/v1/wallets;",
+    ].map((path) =>
+      endpoint("GET", `${path}?externalid=a`)(
+        `a misspelt wallet filter on ${path}`,
+        undefined,
+        refused(404, "route_not_found"),
+      ),
+    ),
+    endpoint("GET", (f) => `/api/v1/wallets/${f.wallets.eth};x/balance`)(
+      "a balance path with ';' in its id",
+      undefined,
+      refused(404, "route_not_found"),
+    ),
+    endpoint("GET", (f) => `/api/v1/wallets/${f.wallets.eth}%2Fbalance`)(
+      "a balance path with an encoded '/'",
+      undefined,
+      refused(404, "route_not_found"),
+    ),
+    endpoint("POST", (f) => `//api/v1/wallets/${f.wallets.eth2}/default`)(
+      "a body sent to make default on a doubled slash",
+      (f) => ({ wallet_id: f.wallets.eth }),
+      refused(404, "route_not_found"),
+    ),
     get("get an unknown wallet", `/api/v1/wallets/${unknownWallet}`),
     get("get another tenant's wallet", (f) => `/api/v1/wallets/${f.other_wallet}`),
     get("balance of an unknown wallet", `/api/v1/wallets/${unknownWallet}/balance`),
