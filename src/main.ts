@@ -28,6 +28,7 @@ import {
 import { startTonSandboxChain, type TonSandboxChain } from "./chains/ton-sandbox.ts"
 import { type LogLevel, readConfig } from "./config.ts"
 import { type Custody, makeCustody, resolveKek } from "./custody/vault.ts"
+import { makeLockHolder } from "./db/lost-sessions.ts"
 import { openDatabase } from "./db/open.ts"
 import { depositHook } from "./deposits/hook.ts"
 import { type DepositToken, startDepositWatcher, type WatchedChain } from "./deposits/watcher.ts"
@@ -305,6 +306,7 @@ const sandboxChainsLock = (pool: pg.Pool) => {
   let releasing = false
   let retry: NodeJS.Timeout | undefined
   let beat: NodeJS.Timeout | undefined
+  const holder = makeLockHolder()
   // A signal to stop: the database may go first (a server outside the platform, stopped with it),
   // and its lost connection is no lost lock then.
   const stopping = () => {
@@ -319,14 +321,19 @@ const sandboxChainsLock = (pool: pg.Pool) => {
   /** True when this process holds the lock now; false when another does. Throws when the database fails. */
   const take = async (): Promise<boolean> => {
     const taken = await pool.connect()
-    const locked = await taken
-      .query<{ locked: boolean }>("select pg_try_advisory_lock(hashtextextended($1, 0)) as locked", [
-        sandbox_chains_lock,
-      ])
-      .catch((error: unknown) => {
-        taken.release(true)
-        throw error
-      })
+    const locked = await (async () => {
+      // A session of this process lost while it held the lock (a partition) holds it still.
+      await holder.reap(taken)
+      const answer = await taken.query<{ locked: boolean }>(
+        "select pg_try_advisory_lock(hashtextextended($1, 0)) as locked",
+        [sandbox_chains_lock],
+      )
+      if (answer.rows[0]?.locked === true) await holder.taken(taken)
+      return answer
+    })().catch((error: unknown) => {
+      taken.release(true)
+      throw error
+    })
     if (locked.rows[0]?.locked !== true) {
       taken.release()
       return false
@@ -337,6 +344,7 @@ const sandboxChainsLock = (pool: pg.Pool) => {
       client = undefined
       clearInterval(beat)
       taken.release(true)
+      holder.letGo(true)
       log("the sandbox chains' database lock was lost: taking it again", { reason: why }, "WARN")
       retake()
     }
@@ -375,6 +383,7 @@ const sandboxChainsLock = (pool: pg.Pool) => {
       .catch(() => {})
     // Closed rather than pooled: a connection whose unlock failed would keep the lock.
     held.release(true)
+    holder.letGo(false)
   }
   return { take, release }
 }

@@ -34,6 +34,7 @@ import type pg from "pg"
 import { assert } from "../../domain/assert.ts"
 import type { Asset } from "../../domain/money/asset.ts"
 import type { Environment } from "../../domain/platform/scopes.ts"
+import { type LockHolder, makeLockHolder } from "../db/lost-sessions.ts"
 import type { LedgerWriterService } from "../ledger/writer.ts"
 import { ensureAccounts, ledgerOf, walletAccount, walletAccountId } from "../platform/accounts.ts"
 import { idPrefixes, newId } from "../platform/ids.ts"
@@ -468,11 +469,16 @@ export function startDepositWatcher(
    * Scans one chain under its advisory lock (session level, on this connection). A connection whose
    * unlock did not go through is destroyed, not pooled: closing it is what releases the lock then.
    */
+  /** Each chain's lock holder, by lock name. */
+  const holders = new Map<string, LockHolder>()
   const scanChain = async (watched: WatchedChain): Promise<ChainScanReport> => {
     const db = await pool.connect()
     const lock = `chain-deposits:${watched.environment}:${watched.chain}`
+    const holder = holders.get(lock) ?? makeLockHolder()
+    holders.set(lock, holder)
     let unlocked = false
     try {
+      await holder.reap(db)
       const locked = await db.query<{ locked: boolean }>(
         "select pg_try_advisory_lock(hashtextextended($1, 0)) as locked",
         [lock],
@@ -482,6 +488,7 @@ export function startDepositWatcher(
         const busy = { recorded: 0, credited: 0, orphaned: 0, blocks: null }
         return { environment: watched.environment, chain: watched.chain, outcome: "busy", ...busy }
       }
+      await holder.taken(db)
       try {
         return await scanLocked(db, watched)
       } finally {
@@ -490,6 +497,7 @@ export function startDepositWatcher(
       }
     } finally {
       db.release(!unlocked)
+      holder.letGo(!unlocked)
     }
   }
 

@@ -13,6 +13,7 @@ import type pg from "pg"
 import { ledgerProjection } from "../../projections/ledger.ts"
 import type { ProjectionDefinition } from "../../projections/projection.ts"
 import { live_schema } from "../../projections/schema.ts"
+import { type LockHolder, makeLockHolder } from "../db/lost-sessions.ts"
 import type { Checkpoint, EventStore } from "../ports/event-store.ts"
 import { type CommitOptions, checkOut, commitBatch, loadCheckpoint, lock_class_leader } from "./batch.ts"
 
@@ -81,11 +82,13 @@ const leadOnce = async (
   signal: AbortSignal,
   state: { leader: boolean },
   onCommit: ProjectionOptions["onCommit"],
+  holder: LockHolder,
 ): Promise<boolean> => {
   const name = settings.commit.projection_name
   const { client, release } = await checkOut(pool)
   let healthy = false
   try {
+    await holder.reap(client)
     const locked = await client.query<{ ok: boolean }>(
       "select pg_try_advisory_lock($1, hashtext($2)) as ok",
       [lock_class_leader, name],
@@ -94,6 +97,7 @@ const leadOnce = async (
       healthy = true
       return false
     }
+    await holder.taken(client)
     state.leader = true
     // Whatever was cached before this leadership may be stale: another runner led in between.
     settings.commit.applier.discard()
@@ -124,6 +128,7 @@ const leadOnce = async (
     state.leader = false
     // A client that failed mid-transaction may still hold the lock: destroy it rather than pool it.
     release(healthy)
+    holder.letGo(!healthy)
   }
 }
 
@@ -157,11 +162,12 @@ export const startProjection = (
   const controller = new AbortController()
   const signal = controller.signal
   const state = { leader: false }
+  const holder = makeLockHolder()
   const loop = async (): Promise<void> => {
     let failure_count = 0
     while (!signal.aborted) {
       try {
-        const led = await leadOnce(pool, store, settings, signal, state, options.onCommit)
+        const led = await leadOnce(pool, store, settings, signal, state, options.onCommit, holder)
         failure_count = 0
         if (!led) await sleep(standby_retry_ms, signal)
       } catch (error) {

@@ -34,6 +34,7 @@ import type { Asset } from "../../domain/money/asset.ts"
 import type { Environment } from "../../domain/platform/scopes.ts"
 import { tokenAsset, type WalletChain } from "../../domain/platform/tokens.ts"
 import { mintTallyKey } from "../chains/mint-tally.ts"
+import { makeLockHolder } from "../db/lost-sessions.ts"
 import { waitForStreamHead } from "../ledger/queries.ts"
 import { ledgerOf } from "../platform/accounts.ts"
 import type { ChainsService, RunningChain } from "../ports/chains.ts"
@@ -489,21 +490,31 @@ export const startReconciler = (deps: ReconcilerDeps, options: ReconcilerOptions
   let stopped = false
   let timer: NodeJS.Timeout | undefined
   let running: Promise<void> = Promise.resolve()
+  const holder = makeLockHolder()
   const runOnce = async () => {
     const client = await deps.pool.connect()
+    let unlocked = false
     try {
+      await holder.reap(client)
       const locked = await client.query<{ locked: boolean }>(
         "select pg_try_advisory_lock(hashtextextended($1, 0)) as locked",
         [reconciler_lock],
       )
-      if (locked.rows[0]?.locked !== true) return
+      if (locked.rows[0]?.locked !== true) {
+        unlocked = true
+        return
+      }
+      await holder.taken(client)
       try {
         for (const report of await reconcileAll(deps, options)) options.onReport?.(report)
       } finally {
         await client.query("select pg_advisory_unlock(hashtextextended($1, 0))", [reconciler_lock])
+        unlocked = true
       }
     } finally {
-      client.release()
+      // A connection whose unlock did not go through is closed, not pooled: it would keep the lock.
+      client.release(!unlocked)
+      holder.letGo(!unlocked)
     }
   }
   const schedule = () => {

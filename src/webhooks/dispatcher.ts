@@ -13,6 +13,7 @@
  */
 import type pg from "pg"
 import type { PgBoss } from "pg-boss"
+import { type LockHolder, makeLockHolder } from "../db/lost-sessions.ts"
 import { checkOut } from "../projections/batch.ts"
 import { sleep } from "../projections/runner.ts"
 import { deliveryId } from "./ids.ts"
@@ -126,10 +127,12 @@ const leadOnce = async (
   options: DispatcherOptions,
   signal: AbortSignal,
   state: { leader: boolean },
+  holder: LockHolder,
 ): Promise<boolean> => {
   const { client, release } = await checkOut(pool)
   let healthy = false
   try {
+    await holder.reap(client)
     const locked = await client.query<{ ok: boolean }>("select pg_try_advisory_lock($1) as ok", [
       dispatcher_lock_key,
     ])
@@ -137,6 +140,7 @@ const leadOnce = async (
       healthy = true
       return false
     }
+    await holder.taken(client)
     state.leader = true
     while (!signal.aborted) {
       const { event_count, delivery_count } = await dispatchBatch(client, boss, options.batch_size)
@@ -150,6 +154,7 @@ const leadOnce = async (
   } finally {
     state.leader = false
     release(healthy)
+    holder.letGo(!healthy)
   }
 }
 
@@ -163,11 +168,12 @@ export function startDispatcher(pool: pg.Pool, boss: PgBoss, options: Dispatcher
   const controller = new AbortController()
   const signal = controller.signal
   const state = { leader: false }
+  const holder = makeLockHolder()
   const loop = async (): Promise<void> => {
     let failure_count = 0
     while (!signal.aborted) {
       try {
-        const led = await leadOnce(pool, boss, options, signal, state)
+        const led = await leadOnce(pool, boss, options, signal, state, holder)
         failure_count = 0
         if (!led) await sleep(options.standby_retry_ms, signal)
       } catch (error) {
