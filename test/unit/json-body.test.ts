@@ -4,11 +4,7 @@
 import { Worker } from "node:worker_threads"
 import fc from "fast-check"
 import { describe, expect, it, onTestFinished } from "vitest"
-import {
-  json_depth_max,
-  json_members_max,
-  jsonBodyProblem,
-} from "../../domain/platform/json-body.ts"
+import { json_depth_max, json_members_max, jsonBodyProblem } from "../../domain/platform/json-body.ts"
 
 /** A body whose `metadata` has `count` fields. */
 const members = (count: number) =>
