@@ -183,6 +183,12 @@ const listQuery: Record<string, Fragment> = {
   }),
   starting_after: described("The last id of the previous page; empty for the first page."),
 }
+/** Payments' and transfers' metadata, as `checkMetadata` takes it. */
+const metadataLimits: Fragment = {
+  maxProperties: metadata_keys_max,
+  propertyNames: length(textLengths.metadata_key),
+  additionalProperties: length(textLengths.metadata_value),
+}
 const rfc3339 = described(
   "An RFC 3339 date-time with its offset (`2026-01-31T12:00:00Z`, up to microseconds), or a date " +
     "(`2026-01-31`, midnight UTC).",
@@ -281,11 +287,7 @@ const operationFields: Readonly<Record<string, OperationFields>> = {
         oneOf(walletChainList),
       ),
       note: length(textLengths.note),
-      metadata: {
-        maxProperties: metadata_keys_max,
-        propertyNames: length(textLengths.metadata_key),
-        additionalProperties: length(textLengths.metadata_value),
-      },
+      metadata: metadataLimits,
     },
   },
   "payments.list": {
@@ -296,6 +298,7 @@ const operationFields: Readonly<Record<string, OperationFields>> = {
       amount: amount(amount_whole_units_max.transfer),
       token: oneOf(tokenList),
       chain: oneOf(walletChainList),
+      metadata: metadataLimits,
     },
   },
   "transfers.list": { query: { ...listQuery, status: oneOf(statusList) } },

@@ -348,6 +348,22 @@ describe("the OpenAPI document's request limits", () => {
     }
   })
 
+  it("give every metadata the limits the server checks (50 fields; keys 1-40, values up to 500 characters)", () => {
+    for (const path of ["/api/social-payments/pay", "/api/v2/transfers"]) {
+      const properties = (bodySchema(document.paths[path]?.post as Operation).properties ?? {}) as Record<
+        string,
+        Json
+      >
+      const metadata = member(properties.metadata ?? {})
+      expect({ path, ...metadata }).toMatchObject({
+        path,
+        maxProperties: 50,
+        propertyNames: { minLength: 1, maxLength: 40 },
+        additionalProperties: { maxLength: 500 },
+      })
+    }
+  })
+
   for (const c of bodyCases) {
     it(`are the ones ${c.method.toUpperCase()} ${c.path} enforces`, async () => {
       const operation = document.paths[c.path]?.[c.method] as Operation
