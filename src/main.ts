@@ -99,6 +99,10 @@ const DatabaseLive = Layer.effect(
     Effect.tryPromise(() =>
       openDatabase(config, {
         log: (line) => (config.logLevel === "debug" ? process.stderr.write(`${line}\n`) : undefined),
+        warn: (message) =>
+          process.stderr.write(
+            `${JSON.stringify({ message, level: "WARN", timestamp: new Date().toISOString() })}\n`,
+          ),
       }),
     ).pipe(
       Effect.tap((db) =>

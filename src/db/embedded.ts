@@ -436,6 +436,10 @@ const startOrShare = async (databaseDir: string, options: EmbeddedOptions): Prom
   return { url: serverUrl(databaseDir, port), port, stop }
 }
 
+/** Whether the embedded server of `dataDir` runs (its postmaster is alive). */
+export const embeddedServerRunning = (dataDir: string): boolean =>
+  runningServer(path.join(dataDir, "pg")) !== undefined
+
 /** Whether `dataDir` holds an initialised embedded server (the platform ran there once). */
 export const hasEmbeddedServer = (dataDir: string): boolean =>
   fs.existsSync(path.join(dataDir, "pg", "PG_VERSION"))

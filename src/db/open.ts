@@ -5,7 +5,7 @@
  */
 import pg from "pg"
 import type { PlatformConfig } from "../config.ts"
-import { ensureDatabase, hasEmbeddedServer, startEmbedded } from "./embedded.ts"
+import { embeddedServerRunning, ensureDatabase, hasEmbeddedServer, startEmbedded } from "./embedded.ts"
 import { runMigrations } from "./migrate.ts"
 import { platformMigrations } from "./migrations.ts"
 
@@ -18,6 +18,9 @@ export interface OpenDatabase {
 
 /** The database the platform uses inside the embedded server. */
 const embedded_database_name = "platform"
+
+/** How often the platform checks that its embedded server still runs. */
+const embedded_watch_interval_ms = 1_000
 
 /** How long a tool (`existing`) waits for a connection to the database. */
 const tool_connect_timeout_ms = 10_000
@@ -32,6 +35,8 @@ export const openDatabase = async (
   options: {
     readonly poolSize?: number
     readonly log?: (line: string) => void
+    /** What an operator should see whatever the log level: the embedded server started again. */
+    readonly warn?: (line: string) => void
     /**
      * Open only a database the platform has used (the auditor's tools): never initialise a server
      * or create a database, and fail with `NoPlatformDatabase` where there is none.
@@ -41,6 +46,7 @@ export const openDatabase = async (
 ): Promise<OpenDatabase> => {
   let url: string
   let stopServer = async () => {}
+  let watchdog: NodeJS.Timeout | undefined
   if (config.databaseUrl !== undefined) {
     url = config.databaseUrl
   } else {
@@ -67,7 +73,36 @@ export const openDatabase = async (
         ? new NoPlatformDatabase(`DATA_DIR ${config.dataDir}: ${error.message}`)
         : error
     }
-    stopServer = server.stop
+    let current = server
+    stopServer = () => current.stop()
+    // A server that dies under the platform (the OOM killer, a kill) is started again, on its port,
+    // so the pool's connections come back by themselves; until then requests are answered 503. One
+    // that another process of ours started again meanwhile is shared.
+    if (options.existing !== true) {
+      let restarting = false
+      watchdog = setInterval(() => {
+        if (restarting || embeddedServerRunning(config.dataDir)) return
+        restarting = true
+        options.warn?.("the embedded PostgreSQL server stopped unexpectedly: starting it again")
+        startEmbedded({
+          dataDir: config.dataDir,
+          port: current.port,
+          detached: true,
+          ...(options.log ? { log: options.log } : {}),
+        })
+          .then((started) => {
+            current = started
+            options.warn?.("the embedded PostgreSQL server runs again")
+          })
+          .catch((error: unknown) =>
+            options.warn?.(`the embedded PostgreSQL server did not start again (retried): ${String(error)}`),
+          )
+          .finally(() => {
+            restarting = false
+          })
+      }, embedded_watch_interval_ms)
+      watchdog.unref()
+    }
   }
   const pool = new pg.Pool({
     connectionString: url,
@@ -112,6 +147,7 @@ export const openDatabase = async (
     url,
     pool,
     close: async () => {
+      clearInterval(watchdog)
       await pool.end()
       await stopServer()
     },
