@@ -68,11 +68,7 @@ export const classify = (squashed: unknown): ApiError | undefined => {
   )?.reason
   if (tag === "HttpServerError" && reason?._tag === "RequestParseError") {
     return reason.reason === "BodyTooLarge"
-      ? new ApiError({
-          status: 413,
-          code: "body_too_large",
-          message: `Request bodies are limited to ${request_body_bytes_max} bytes.`,
-        })
+      ? bodyTooLarge()
       : new ApiError({ status: 400, code: "invalid_json", message: "The request body is not valid JSON." })
   }
   if (tag === "RouteNotFound" || (tag === "HttpServerError" && reason?._tag === "RouteNotFound")) {
@@ -80,6 +76,13 @@ export const classify = (squashed: unknown): ApiError | undefined => {
   }
   return undefined
 }
+
+const bodyTooLarge = () =>
+  new ApiError({
+    status: 413,
+    code: "body_too_large",
+    message: `Request bodies are limited to ${request_body_bytes_max} bytes.`,
+  })
 
 const bodyMethods = new Set(["POST", "PUT", "PATCH", "DELETE"])
 
@@ -407,6 +410,11 @@ const checkJsonBody = (request: HttpServerRequest.HttpServerRequest): Effect.Eff
       ),
     )
   }
+  // A body said to be over the limit is refused before any of it is read (or waited for).
+  const declared = request.headers["content-length"]
+  if (declared !== undefined && /^\s*\d+\s*$/.test(declared) && Number(declared) > request_body_bytes_max) {
+    return Effect.succeed(bodyTooLarge())
+  }
   const bodyless = takesNoBody(request)
   // Other media types are the decoder's to refuse (415), except where no decoder runs.
   if (!json && !bodyless) return Effect.succeed(undefined)
@@ -472,6 +480,14 @@ export const RequestMiddleware = HttpRouter.middleware(
             )
       if (response.status === 415 && !/json/.test(response.headers["content-type"] ?? "")) {
         return errorResponse(unsupportedMediaType(request), request_id)
+      }
+      // The rest of a body too large is not read: the connection is closed after the answer
+      // rather than drained (Node would read and discard it all to keep the connection).
+      if (response.status === 413) {
+        const closing = Response.setHeader(response, "connection", "close")
+        return closing.headers["x-request-id"] === undefined
+          ? Response.setHeader(closing, "x-request-id", request_id)
+          : closing
       }
       return response.headers["x-request-id"] === undefined
         ? Response.setHeader(response, "x-request-id", request_id)

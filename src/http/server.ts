@@ -78,13 +78,24 @@ const parserRefusals: Readonly<Record<string, readonly [status: number, code: st
   HPE_INVALID_METHOD: [400, "malformed_request", "The request's method is not one HTTP knows."],
 }
 
+/** The deadline of a request's headers, then of the whole request (408 `request_timeout`). */
+export const request_headers_timeout_ms = 15_000
+export const request_timeout_ms = 30_000
+
 /**
  * A Node HTTP server whose own refusals (headers too large, a request that is not HTTP/1.1) are
  * answered like every other error: the platform's error body and an X-Request-Id, then the
  * connection closed, instead of a bare status line.
  */
 const createPlatformServer = () => {
-  const server = createServer()
+  const server = createServer({
+    // A client that trickles its request (slow-loris) holds a connection at most this long, not
+    // Node's 60 s for the headers and 300 s for the whole request; the deadlines are checked
+    // every 2 s rather than every 30 s.
+    headersTimeout: request_headers_timeout_ms,
+    requestTimeout: request_timeout_ms,
+    connectionsCheckingInterval: 2_000,
+  })
   server.on("clientError", (error: Error & { readonly code?: string }, socket) => {
     if (error.code === "ECONNRESET" || !socket.writable) {
       socket.destroy()
