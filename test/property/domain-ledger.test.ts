@@ -530,3 +530,287 @@ function ledgerWith(balance: bigint): LedgerState {
   expect(decisions.every(Result.isSuccess)).toBe(true)
   return state
 }
+
+/**
+ * An independent model of the ledger's money, kept from the commands alone (not from the decider's
+ * state or events): balances, reservations and the transfers recorded. Checked against every
+ * decision: a success moves exactly what its command asked (an exact retry nothing), a refusal for
+ * funds is a real shortage, and every balance matches the model after every command. The other
+ * properties here check invariants a decider that recorded nothing would keep as well.
+ */
+interface ModelAccount {
+  readonly asset: string
+  readonly no_overdraft: boolean
+  readonly no_overcredit: boolean
+  debits_pending: bigint
+  debits_posted: bigint
+  credits_pending: bigint
+  credits_posted: bigint
+}
+
+interface ModelTransfer {
+  readonly kind: "single" | "pending" | "post" | "void"
+  readonly debit: string
+  readonly credit: string
+  readonly amount: bigint
+  readonly code: number
+  readonly user_data: string | null
+  readonly group: string | null
+  readonly timeout_ms: number | null
+  readonly expires_ms: number | null
+  status: "pending" | "posted" | "voided" | "expired" | "final"
+}
+
+type ModelAnswer = "ok" | "funds" | "other"
+
+class LedgerModel {
+  readonly accounts = new Map<string, ModelAccount>()
+  readonly transfers = new Map<string, ModelTransfer>()
+  clock_ms = 0
+  /** Whether the command being applied recorded anything (the ledger's clock moves only then). */
+  recorded = false
+
+  copy(): LedgerModel {
+    const copy = new LedgerModel()
+    for (const [id, account] of this.accounts) copy.accounts.set(id, { ...account })
+    for (const [id, transfer] of this.transfers) copy.transfers.set(id, { ...transfer })
+    copy.clock_ms = this.clock_ms
+    return copy
+  }
+
+  /** Reservations whose timeout passed by `now_ms` lapse, as every command does first. */
+  lapse(now_ms: number): void {
+    this.clock_ms = Math.max(this.clock_ms, now_ms)
+    for (const transfer of this.transfers.values()) {
+      if (transfer.kind !== "pending" || transfer.status !== "pending") continue
+      if (transfer.expires_ms === null || transfer.expires_ms > this.clock_ms) continue
+      transfer.status = "expired"
+      this.recorded = true
+      this.release(transfer)
+    }
+  }
+
+  private account(id: string): ModelAccount {
+    const account = this.accounts.get(id)
+    if (account === undefined) throw new Error(`the model has no account ${id}`)
+    return account
+  }
+
+  private release(reservation: ModelTransfer): void {
+    this.account(reservation.debit).debits_pending -= reservation.amount
+    this.account(reservation.credit).credits_pending -= reservation.amount
+  }
+
+  private fits(debit: ModelAccount, credit: ModelAccount, amount: bigint): boolean {
+    const debits = debit.debits_pending + debit.debits_posted + amount
+    const credits = credit.credits_pending + credit.credits_posted + amount
+    if (debits > U128_MAX || credits > U128_MAX) return false
+    if (debit.no_overdraft && debits > debit.credits_posted) return false
+    return !(credit.no_overcredit && credits > credit.debits_posted)
+  }
+
+  apply(command: LedgerCommand): ModelAnswer {
+    switch (command.type) {
+      case "ExpirePendingTransfers":
+        return "ok"
+      case "OpenAccount": {
+        const {
+          debits_must_not_exceed_credits: no_overdraft,
+          credits_must_not_exceed_debits: no_overcredit,
+        } = command.flags
+        if (this.accounts.has(command.account_id) || (no_overdraft && no_overcredit)) return "other"
+        this.recorded = true
+        this.accounts.set(command.account_id, {
+          asset: command.asset.code,
+          no_overdraft,
+          no_overcredit,
+          debits_pending: 0n,
+          debits_posted: 0n,
+          credits_pending: 0n,
+          credits_posted: 0n,
+        })
+        return "ok"
+      }
+      case "CreateTransfers": {
+        for (const spec of command.transfers) {
+          const kind = spec.pending === undefined ? "single" : "pending"
+          const timeout_ms = spec.pending?.timeout_ms ?? null
+          const prior = this.transfers.get(spec.transfer_id)
+          if (prior !== undefined) {
+            // A retry: a no-op when it repeats the transfer exactly, refused otherwise.
+            const same =
+              prior.kind === kind &&
+              prior.debit === spec.debit_account_id &&
+              prior.credit === spec.credit_account_id &&
+              prior.amount === spec.amount &&
+              prior.code === spec.code &&
+              prior.user_data === spec.user_data &&
+              prior.group === command.group_id &&
+              prior.timeout_ms === timeout_ms
+            if (!same) return "other"
+            continue
+          }
+          if (spec.amount <= 0n || spec.amount > U128_MAX || spec.debit_account_id === spec.credit_account_id)
+            return "other"
+          const debit = this.accounts.get(spec.debit_account_id)
+          const credit = this.accounts.get(spec.credit_account_id)
+          if (debit === undefined || credit === undefined || debit.asset !== credit.asset) return "other"
+          if (!this.fits(debit, credit, spec.amount)) return "funds"
+          this.recorded = true
+          if (kind === "pending") {
+            debit.debits_pending += spec.amount
+            credit.credits_pending += spec.amount
+          } else {
+            debit.debits_posted += spec.amount
+            credit.credits_posted += spec.amount
+          }
+          this.transfers.set(spec.transfer_id, {
+            kind,
+            debit: spec.debit_account_id,
+            credit: spec.credit_account_id,
+            amount: spec.amount,
+            code: spec.code,
+            user_data: spec.user_data,
+            group: command.group_id,
+            timeout_ms,
+            expires_ms: timeout_ms !== null && timeout_ms > 0 ? this.clock_ms + timeout_ms : null,
+            status: kind === "pending" ? "pending" : "final",
+          })
+        }
+        return "ok"
+      }
+      case "PostPendingTransfer":
+      case "VoidPendingTransfer": {
+        const reservation = this.transfers.get(command.pending_id)
+        if (this.transfers.has(command.transfer_id)) return "other"
+        if (reservation === undefined || reservation.kind !== "pending" || reservation.status !== "pending")
+          return "other"
+        const posted = command.type === "PostPendingTransfer" ? (command.amount ?? reservation.amount) : 0n
+        if (command.type === "PostPendingTransfer" && (posted <= 0n || posted > reservation.amount))
+          return "other"
+        this.recorded = true
+        this.release(reservation)
+        reservation.status = command.type === "PostPendingTransfer" ? "posted" : "voided"
+        if (command.type === "PostPendingTransfer") {
+          this.account(reservation.debit).debits_posted += posted
+          this.account(reservation.credit).credits_posted += posted
+        }
+        this.transfers.set(command.transfer_id, {
+          ...reservation,
+          kind: command.type === "PostPendingTransfer" ? "post" : "void",
+          amount: command.type === "PostPendingTransfer" ? posted : reservation.amount,
+          status: "final",
+        })
+        return "ok"
+      }
+    }
+  }
+}
+
+/** Whether a refusal is for funds (a limit or an overflow), within a linked group or not. */
+const refusedForFunds = (failure: { readonly _tag: string; readonly reason?: unknown }) => {
+  const reason = failure.reason as { readonly _tag?: string } | undefined
+  const tag = failure._tag === "LinkedTransferFailed" ? reason?._tag : failure._tag
+  return tag === "InsufficientFunds" || tag === "ExceedsDebits" || tag === "BalanceOverflow"
+}
+
+/**
+ * The scenario with some of its transfers and posts sent again later: verbatim (an exact retry,
+ * which the id pools alone almost never make), or with one field of its first transfer changed.
+ */
+const scenarioWithRetries: fc.Arbitrary<ReadonlyArray<LedgerCommand>> = fc
+  .tuple(
+    scenario,
+    fc.array(
+      fc.record({
+        at: fc.nat(),
+        of: fc.nat(),
+        change: fc.constantFrom("none", "none", "amount", "code", "user_data", "group"),
+      }),
+      { maxLength: 15 },
+    ),
+  )
+  .map(([commands, retries]) => {
+    // The set-up (accounts and funding) is not retried.
+    const setup = plans.length + 1
+    const out = [...commands]
+    for (const { at, of, change } of retries) {
+      const position = setup + (at % Math.max(1, out.length - setup))
+      const earlier = out
+        .slice(setup, position)
+        .filter((command) => command.type === "CreateTransfers" || command.type === "PostPendingTransfer")
+      const original = earlier[of % Math.max(1, earlier.length)]
+      if (original === undefined) continue
+      const now_ms = out[position - 1]?.now_ms ?? t0
+      let again: LedgerCommand = { ...original, now_ms }
+      if (again.type === "CreateTransfers" && change !== "none") {
+        const [first, ...rest] = again.transfers
+        if (first === undefined) continue
+        const changed: TransferSpec = {
+          ...first,
+          ...(change === "amount" ? { amount: first.amount + 1n } : {}),
+          ...(change === "code" ? { code: first.code === 1 ? 2 : 1 } : {}),
+          ...(change === "user_data" ? { user_data: first.user_data === "a" ? "b" : "a" } : {}),
+        }
+        again = {
+          ...again,
+          transfers: [changed, ...rest],
+          ...(change === "group" ? { group_id: again.group_id === null ? "g-retry" : null } : {}),
+        }
+      }
+      out.splice(position, 0, again)
+    }
+    return out
+  })
+
+describe("decisions against an independent model", () => {
+  it("a success moves exactly what was asked (a retry nothing), a funds refusal is a real shortage, balances match", () => {
+    fc.assert(
+      fc.property(scenarioWithRetries, (commands) => {
+        let state = initialState
+        let model = new LedgerModel()
+        for (const command of commands) {
+          const next = model.copy()
+          next.lapse(command.now_ms)
+          // Re-opening an account and re-sending a post or void are answered from the record: the
+          // decider's own tests cover those answers; the model only keeps its balances.
+          const answered_from_record =
+            (command.type === "OpenAccount" && next.accounts.has(command.account_id)) ||
+            ((command.type === "PostPendingTransfer" || command.type === "VoidPendingTransfer") &&
+              next.transfers.has(command.transfer_id))
+          const expected = answered_from_record ? undefined : next.apply(command)
+          const decided = decideAndEvolve(command, state)
+          if (Result.isSuccess(decided)) {
+            if (expected !== undefined) expect(expected).toBe("ok")
+            state = decided.success.state
+            // The ledger's clock is the time of the last thing it recorded.
+            if (!next.recorded) next.clock_ms = model.clock_ms
+            next.recorded = false
+            model = next
+          } else {
+            // A refused command records nothing, not even its lapses: the model stays as it was.
+            if (expected === "ok") expect.fail(`refused ${decided.failure._tag}, which the model accepts`)
+            if (expected !== undefined && refusedForFunds(decided.failure)) expect(expected).toBe("funds")
+          }
+          for (const [id, account] of model.accounts) {
+            const got = state.accounts.get(id)
+            expect({
+              id,
+              debits_pending: got?.debits_pending,
+              debits_posted: got?.debits_posted,
+              credits_pending: got?.credits_pending,
+              credits_posted: got?.credits_posted,
+            }).toEqual({
+              id,
+              debits_pending: account.debits_pending,
+              debits_posted: account.debits_posted,
+              credits_pending: account.credits_pending,
+              credits_posted: account.credits_posted,
+            })
+          }
+        }
+      }),
+      { numRuns: 300 },
+    )
+  })
+})
