@@ -122,8 +122,8 @@ const linkPhoneIn = (client: pg.PoolClient, value: string, wallet_id: string) =>
     [newId(idPrefixes.identity), tenant_id, value, wallet_id],
   )
 
-const pay = (body: Record<string, string>) =>
-  api.post<Payment>("/api/social-payments/pay", { token: "USDC", ...body })
+const pay = (body: Record<string, string>, headers: Record<string, string> = {}) =>
+  api.post<Payment>("/api/social-payments/pay", { token: "USDC", ...body }, headers)
 
 describe("a payment whose parties change before it commits", () => {
   it("pays the wallet the identifier is relinked to, not the one it was unlinked from", async () => {
@@ -155,7 +155,11 @@ describe("a payment whose parties change before it commits", () => {
     )
     const paid = await whileLedgerLocked(
       "shared",
-      () => pay({ recipient: phone, amount: "10", from_wallet: payer.wallet_id }),
+      () =>
+        pay(
+          { recipient: phone, amount: "10", from_wallet: payer.wallet_id },
+          { "idempotency-key": "race-relinked" },
+        ),
       async (client) => {
         await unlinkIn(client, linked.identity_id)
         await linkPhoneIn(client, phone, new_wallet.wallet_id)
@@ -172,6 +176,13 @@ describe("a payment whose parties change before it commits", () => {
     expect(await usdc(payer.wallet_id)).toBe("87.964")
     const recorded = expectOk(await api.get<Payment>(`/api/v1/transactions/${payment.transaction_id}`))
     expect(recorded.to_wallet).toBe(new_wallet.wallet_id)
+    // Its Idempotency-Key answers the payment made, not the attempt rolled back.
+    const again = await pay(
+      { recipient: phone, amount: "10", from_wallet: payer.wallet_id },
+      { "idempotency-key": "race-relinked" },
+    )
+    expect(again.headers.get("idempotent-replayed")).toBe("true")
+    expect(expectOk(again).transaction_id).toBe(payment.transaction_id)
     // The attempt that was rolled back left no record.
     const rows = await db.query(
       "select count(*)::int as n from platform.payments where tenant_id = $1 and amount = '10000000'",
