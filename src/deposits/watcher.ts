@@ -465,12 +465,12 @@ export function startDepositWatcher(
     }
   }
 
+  /** Each chain's lock holder, by lock name (see lost-sessions.ts). */
+  const holders = new Map<string, LockHolder>()
   /**
    * Scans one chain under its advisory lock (session level, on this connection). A connection whose
    * unlock did not go through is destroyed, not pooled: closing it is what releases the lock then.
    */
-  /** Each chain's lock holder, by lock name. */
-  const holders = new Map<string, LockHolder>()
   const scanChain = async (watched: WatchedChain): Promise<ChainScanReport> => {
     const db = await pool.connect()
     const lock = `chain-deposits:${watched.environment}:${watched.chain}`
