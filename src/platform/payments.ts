@@ -14,8 +14,11 @@
  * inside the ledger append's transaction: they commit with the money or not at all.
  */
 import type pg from "pg"
+import { ledgerStreamId } from "../../domain/ledger/events.ts"
+import type { Environment } from "../../domain/platform/scopes.ts"
 import { inTransaction } from "../db/transaction.ts"
 import { type AppendedCommand, allInOrder, sentAll, type TransactionHook } from "../ledger/writer.ts"
+import { ledgerOf } from "./accounts.ts"
 import { type StoredResponse, storeResponses } from "./idempotency.ts"
 import type { EnqueueEvents, OutboxEvent } from "./outbox.ts"
 import { fromDb, insertPayments, type PaymentRow, toTransaction } from "./transactions.ts"
@@ -305,11 +308,11 @@ const requireParties = (client: pg.PoolClient, parties: Collected["parties"]): P
 export const lockLedgerForPartyChange = async (
   client: pg.PoolClient,
   tenant_id: string,
-  environment: string,
+  environment: Environment,
 ): Promise<void> => {
-  // The stream id is ledgerStreamId's, locked as the event store's append locks it.
+  // Locked as the event store's append locks the stream.
   await client.query("select pg_advisory_xact_lock_shared(hashtextextended($1, 0))", [
-    `ledger-${tenant_id}-${environment}`,
+    ledgerStreamId(ledgerOf(tenant_id, environment)),
   ])
 }
 
